@@ -1,0 +1,1 @@
+"""The sql backend (being written)."""

@@ -1,0 +1,94 @@
+"""Helpers the conformance suite uses to drive a store through the contract layer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from bridge_store.dispatch import Stores, call_store
+from bridge_store.errors import Code, ConnectError
+from bridge_store.types import Document
+
+
+@dataclass
+class StoreClient:
+    """Calls a store the way the server does, with JSON round trips on both sides."""
+
+    stores: Stores
+    manager: pluggy.PluginManager
+
+    async def call(self, substore: str, method: str, data: Any) -> Any:
+        # Round-tripping through JSON catches backends that alias caller memory or
+        # return values the wire cannot carry.
+        output = await call_store(self.stores, substore, method, json.loads(json.dumps(data)))
+        return json.loads(json.dumps(output))
+
+    async def error(self, substore: str, method: str, data: Any) -> ConnectError:
+        """The ConnectError a call raises; fails the test if it succeeds."""
+        try:
+            result = await self.call(substore, method, data)
+        except ConnectError as error:
+            return error
+        raise AssertionError(f"{substore}.{method} succeeded with {result!r}, expected an error")
+
+    async def expect(self, code: Code, substore: str, method: str, data: Any) -> str:
+        error = await self.error(substore, method, data)
+        assert error.code == code, f"expected {code.value}, got {error.code.value}: {error.message}"
+        return error.message
+
+
+def agent(agent_id: str, *, updated_at: int = 1000, cwd: str = "/work/a", **extra: Any) -> Document:
+    doc: Document = {
+        "agentId": agent_id,
+        "cwd": cwd,
+        "status": "idle",
+        "activeRunId": None,
+        "name": f"agent {agent_id}",
+        "createdAt": 1000,
+        "updatedAt": updated_at,
+        "sdkMetadata": {"blobEncryptionKey": "00" * 32},
+    }
+    doc.update(extra)
+    return doc
+
+
+def run(run_id: str, agent_id: str = "agent-1", *, turn_number: int = 1, **extra: Any) -> Document:
+    doc: Document = {
+        "runId": run_id,
+        "requestId": None,
+        "agentId": agent_id,
+        "turnNumber": turn_number,
+        "status": "queued",
+        "model": {"id": "composer-2"},
+        "result": None,
+        "error": None,
+        "usageRef": None,
+        "usage": None,
+        "createdAt": 1000,
+        "updatedAt": 1000,
+        "startedAt": None,
+        "endedAt": None,
+        "startCheckpointRef": None,
+        "latestCheckpointRef": None,
+    }
+    doc.update(extra)
+    return doc
+
+
+async def list_all(client: StoreClient, substore: str, filter_: Document) -> list[Any]:
+    """Every item of a list, following nextCursor page by page."""
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(10_000):
+        page_filter = dict(filter_)
+        if cursor is not None:
+            page_filter["cursor"] = cursor
+        page = await client.call(substore, "list", {"filter": page_filter})
+        items.extend(page["items"])
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return items
+    raise AssertionError("list never ended")

@@ -1,0 +1,307 @@
+"""The CallStore contract: input validation, document shapes and list cursors.
+
+Everything a client can get wrong is checked here, once, for every backend, and
+answered with ``invalid_argument`` naming the offending field (``input.agent.agentId``).
+Documents are stored as given: validation only looks at the fields the store indexes
+on and never drops or rewrites unknown ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import invalid_argument
+from .substores import AgentPosition, BlobRef, RunPosition
+from .types import Document
+
+DEFAULT_AGENT_LIMIT = 50
+DEFAULT_RUN_LIMIT = 50
+DEFAULT_CHECKPOINT_LIMIT = 50
+DEFAULT_EVENT_LIMIT = 100
+#: Larger limits are clamped: one page must stay a bounded amount of work and memory.
+MAX_LIMIT = 1000
+#: Struct numbers are doubles; integers beyond this cannot be represented exactly.
+MAX_SAFE_INTEGER = 2**53
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# -- field readers -------------------------------------------------------------------
+
+
+def require_object(value: Any, field: str) -> Document:
+    if not isinstance(value, dict):
+        raise invalid_argument(f"{field} must be an object")
+    return value
+
+
+def optional_object(parent: Mapping[str, Any], key: str, field: str) -> Document:
+    value = parent.get(key)
+    if value is None:
+        return {}
+    return require_object(value, f"{field}.{key}")
+
+
+def require_id(parent: Mapping[str, Any], key: str, field: str) -> str:
+    value = parent.get(key)
+    if not isinstance(value, str) or not value:
+        raise invalid_argument(f"{field}.{key} must be a non-empty string")
+    return value
+
+
+def optional_string(parent: Mapping[str, Any], key: str, field: str) -> str | None:
+    value = parent.get(key)
+    if value is not None and not isinstance(value, str):
+        raise invalid_argument(f"{field}.{key} must be a string or null")
+    return value
+
+
+def as_integer(value: Any) -> int | None:
+    """``value`` as an int if it is an integral JSON number, else None.
+
+    Integral doubles count: the binary codec carries every number as a double.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
+def require_integer(parent: Mapping[str, Any], key: str, field: str) -> int:
+    value = as_integer(parent.get(key))
+    if value is None or abs(value) > MAX_SAFE_INTEGER:
+        raise invalid_argument(f"{field}.{key} must be an integer")
+    return value
+
+
+def optional_limit(parent: Mapping[str, Any], field: str, default: int) -> int:
+    raw = parent.get("limit")
+    if raw is None:
+        return default
+    value = as_integer(raw)
+    if value is None or value < 1:
+        raise invalid_argument(f"{field}.limit must be a positive integer")
+    return min(value, MAX_LIMIT)
+
+
+def optional_id_list(parent: Mapping[str, Any], key: str, field: str) -> list[str] | None:
+    """A list of ids as a filter; absent, null or empty means "match any" (None)."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise invalid_argument(f"{field}.{key} must be a list of strings")
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise invalid_argument(f"{field}.{key}[{index}] must be a non-empty string")
+    return list(dict.fromkeys(value)) or None
+
+
+def _check_optional_types(doc: Document, field: str, spec: Mapping[str, tuple[type, ...]]) -> None:
+    for key, allowed in spec.items():
+        value = doc.get(key)
+        if value is not None and not isinstance(value, allowed):
+            names = " or ".join("object" if t is dict else t.__name__ for t in allowed)
+            raise invalid_argument(f"{field}.{key} must be {names} or null")
+
+
+def _normalize_integer_field(doc: Document, key: str, field: str, *, required: bool) -> None:
+    if doc.get(key) is None and not required:
+        return
+    doc[key] = require_integer(doc, key, field)
+
+
+# -- documents ------------------------------------------------------------------------
+
+_AGENT_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "activeRunId": (str,),
+    "name": (str,),
+    "latestCheckpoint": (dict,),
+    "sdkMetadata": (dict,),
+}
+
+_RUN_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "requestId": (str,),
+    "model": (dict,),
+    "usageRef": (str,),
+    "usage": (dict,),
+}
+
+
+def validate_agent(value: Any, field: str) -> Document:
+    """An agent document, checked; the fields the store indexes on are required."""
+    agent = dict(require_object(value, field))
+    require_id(agent, "agentId", field)
+    if not isinstance(agent.get("cwd"), str):
+        raise invalid_argument(f"{field}.cwd must be a string")
+    _normalize_integer_field(agent, "updatedAt", field, required=True)
+    _normalize_integer_field(agent, "createdAt", field, required=False)
+    _check_optional_types(agent, field, _AGENT_OPTIONAL_TYPES)
+    return agent
+
+
+def validate_run(value: Any, field: str) -> Document:
+    """A run document, checked; the fields the store indexes on are required."""
+    run = dict(require_object(value, field))
+    require_id(run, "runId", field)
+    require_id(run, "agentId", field)
+    _normalize_integer_field(run, "turnNumber", field, required=True)
+    for key in ("createdAt", "updatedAt", "startedAt", "endedAt"):
+        _normalize_integer_field(run, key, field, required=False)
+    _check_optional_types(run, field, _RUN_OPTIONAL_TYPES)
+    return run
+
+
+def agent_position(agent: Document) -> AgentPosition:
+    return AgentPosition(updated_at=agent["updatedAt"], agent_id=agent["agentId"])
+
+
+def run_position(run: Document) -> RunPosition:
+    return RunPosition(turn_number=run["turnNumber"], run_id=run["runId"], agent_id=run["agentId"])
+
+
+def stored_event(event: Document, seq: int) -> Document:
+    """The stored form of an appended event: its fields in the bridge's own order."""
+    ordered: Document = {"runId": event["runId"], "seq": seq, "offset": str(seq)}
+    for key, value in event.items():
+        if key not in ordered:
+            ordered[key] = value
+    return ordered
+
+
+def new_event(value: Any, field: str) -> Document:
+    """The event to append, from runEvents.append input (without seq/offset)."""
+    data = require_object(value, field)
+    event: Document = {
+        "runId": require_id(data, "runId", field),
+        "eventType": require_id(data, "eventType", field),
+        "payload": data.get("payload"),
+        "payloadRef": optional_string(data, "payloadRef", field),
+        "idempotencyKey": optional_string(data, "idempotencyKey", field),
+        "createdAt": now_ms(),
+    }
+    if event["idempotencyKey"] == "":
+        raise invalid_argument(f"{field}.idempotencyKey must be a non-empty string or null")
+    # Fields the contract does not name yet are kept, as for every other document;
+    # seq and offset are the store's to assign.
+    for key, extra in data.items():
+        if key not in event and key not in ("seq", "offset"):
+            event[key] = extra
+    return event
+
+
+def parse_offset(parent: Mapping[str, Any], field: str) -> int:
+    """``afterOffset`` (the decimal seq of the last event seen) as an int; 0 if absent."""
+    raw = parent.get("afterOffset")
+    if raw is None or raw == "":
+        return 0
+    value = as_integer(raw) if not isinstance(raw, str) else _decimal(raw)
+    if value is None or value < 0 or value > MAX_SAFE_INTEGER:
+        raise invalid_argument(f"{field}.afterOffset must be a decimal event offset")
+    return value
+
+
+def _decimal(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 16 else None
+
+
+# -- blobs ----------------------------------------------------------------------------
+
+
+def decode_blob(parent: Mapping[str, Any], field: str) -> bytes:
+    raw = parent.get("data")
+    if not isinstance(raw, str):
+        raise invalid_argument(f"{field}.data must be a base64 string")
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid_argument(f"{field}.data is not valid base64") from None
+
+
+def encode_blob(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+# -- cursors --------------------------------------------------------------------------
+# A cursor is the sort key of the last item on the page, tagged with the substore it
+# belongs to, as unpadded base64url JSON. Opaque to clients; a backend never sees it.
+
+
+def _encode_cursor(kind: str, *key: object) -> str:
+    raw = json.dumps([kind, *key], separators=(",", ":"), ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _decode_cursor(cursor: Any, kind: str, field: str) -> list[Any]:
+    problem = invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    if not isinstance(cursor, str) or len(cursor) > 4096:
+        raise problem
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise problem from None
+    if not isinstance(key, list) or not key or key[0] != kind:
+        raise problem
+    return key[1:]
+
+
+def agent_cursor(position: AgentPosition) -> str:
+    return _encode_cursor("agents", position.updated_at, position.agent_id)
+
+
+def run_cursor(position: RunPosition) -> str:
+    return _encode_cursor("runs", position.turn_number, position.run_id, position.agent_id)
+
+
+def blob_cursor(ref: BlobRef) -> str:
+    return _encode_cursor("checkpoints", ref.blob_id, ref.agent_id)
+
+
+def parse_agent_cursor(filter_: Mapping[str, Any], field: str) -> AgentPosition | None:
+    if filter_.get("cursor") in (None, ""):
+        return None
+    key = _decode_cursor(filter_["cursor"], "agents", field)
+    if len(key) != 2 or as_integer(key[0]) is None or not isinstance(key[1], str):
+        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    return AgentPosition(updated_at=int(key[0]), agent_id=key[1])
+
+
+def parse_run_cursor(filter_: Mapping[str, Any], field: str) -> RunPosition | None:
+    if filter_.get("cursor") in (None, ""):
+        return None
+    key = _decode_cursor(filter_["cursor"], "runs", field)
+    if (
+        len(key) != 3
+        or as_integer(key[0]) is None
+        or not all(isinstance(part, str) for part in key[1:])
+    ):
+        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    return RunPosition(turn_number=int(key[0]), run_id=key[1], agent_id=key[2])
+
+
+def parse_blob_cursor(filter_: Mapping[str, Any], field: str) -> BlobRef | None:
+    if filter_.get("cursor") in (None, ""):
+        return None
+    key = _decode_cursor(filter_["cursor"], "checkpoints", field)
+    if len(key) != 2 or not all(isinstance(part, str) for part in key):
+        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    return BlobRef(blob_id=key[0], agent_id=key[1])
+
+
+def page(items: Sequence[Any], limit: int) -> tuple[list[Any], bool]:
+    """Split a fetch of ``limit + 1`` rows into the page and whether more follow."""
+    return list(items[:limit]), len(items) > limit

@@ -1,0 +1,247 @@
+"""Routes one CallStore call to its substore method, through the contract checks.
+
+``call_store`` is the whole server-side meaning of the RPC: the wire layer decodes a
+request into (substore, method, input) and encodes whatever this returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import contract as c
+from .errors import Code, ConnectError
+from .substores import AgentStore, CheckpointStore, RunEventStore, RunStore
+from .types import Document
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """The implementation serving each substore (possibly from different backends)."""
+
+    agents: AgentStore
+    runs: RunStore
+    run_events: RunEventStore
+    checkpoints: CheckpointStore
+
+
+Handler = Callable[[Stores, Document], Awaitable[Document | None]]
+
+_IN = "input"
+
+
+# -- agents ---------------------------------------------------------------------------
+
+
+async def _agents_get(stores: Stores, data: Document) -> Document | None:
+    return await stores.agents.get(c.require_id(data, "agentId", _IN))
+
+
+async def _agents_create(stores: Stores, data: Document) -> Document | None:
+    return await stores.agents.create(c.validate_agent(data.get("agent"), f"{_IN}.agent"))
+
+
+async def _agents_update(stores: Stores, data: Document) -> Document | None:
+    return await stores.agents.update(c.validate_agent(data.get("agent"), f"{_IN}.agent"))
+
+
+async def _agents_delete(stores: Stores, data: Document) -> Document | None:
+    filter_ = c.require_object(data.get("filter"), f"{_IN}.filter")
+    field = f"{_IN}.filter"
+    await stores.agents.delete(
+        c.optional_id_list(filter_, "agentIds", field), c.optional_string(filter_, "cwd", field)
+    )
+    return None
+
+
+async def _agents_list(stores: Stores, data: Document) -> Document | None:
+    field = f"{_IN}.filter"
+    filter_ = c.optional_object(data, "filter", _IN)
+    limit = c.optional_limit(filter_, field, c.DEFAULT_AGENT_LIMIT)
+    rows = await stores.agents.list(
+        cwd=c.optional_string(filter_, "cwd", field),
+        after=c.parse_agent_cursor(filter_, field),
+        limit=limit + 1,
+    )
+    items, more = c.page(rows, limit)
+    result: Document = {"items": items}
+    if more:
+        result["nextCursor"] = c.agent_cursor(c.agent_position(items[-1]))
+    return result
+
+
+# -- runs -----------------------------------------------------------------------------
+
+
+async def _runs_get(stores: Stores, data: Document) -> Document | None:
+    return await stores.runs.get(
+        c.require_id(data, "agentId", _IN), c.require_id(data, "runId", _IN)
+    )
+
+
+async def _runs_create(stores: Stores, data: Document) -> Document | None:
+    return await stores.runs.create(c.validate_run(data.get("run"), f"{_IN}.run"))
+
+
+async def _runs_update(stores: Stores, data: Document) -> Document | None:
+    return await stores.runs.update(c.validate_run(data.get("run"), f"{_IN}.run"))
+
+
+async def _runs_delete(stores: Stores, data: Document) -> Document | None:
+    field = f"{_IN}.filter"
+    filter_ = c.require_object(data.get("filter"), field)
+    await stores.runs.delete(
+        c.optional_id_list(filter_, "agentIds", field), c.optional_id_list(filter_, "runIds", field)
+    )
+    return None
+
+
+async def _runs_list(stores: Stores, data: Document) -> Document | None:
+    field = f"{_IN}.filter"
+    filter_ = c.optional_object(data, "filter", _IN)
+    limit = c.optional_limit(filter_, field, c.DEFAULT_RUN_LIMIT)
+    rows = await stores.runs.list(
+        agent_ids=c.optional_id_list(filter_, "agentIds", field),
+        run_ids=c.optional_id_list(filter_, "runIds", field),
+        after=c.parse_run_cursor(filter_, field),
+        limit=limit + 1,
+    )
+    items, more = c.page(rows, limit)
+    result: Document = {"items": items}
+    if more:
+        result["nextCursor"] = c.run_cursor(c.run_position(items[-1]))
+    return result
+
+
+# -- runEvents ------------------------------------------------------------------------
+
+
+async def _events_append(stores: Stores, data: Document) -> Document | None:
+    return await stores.run_events.append(c.new_event(data, _IN))
+
+
+async def _events_list(stores: Stores, data: Document) -> Document | None:
+    run_id = c.require_id(data, "runId", _IN)
+    limit = c.optional_limit(data, _IN, c.DEFAULT_EVENT_LIMIT)
+    rows = await stores.run_events.list(
+        run_id, after_seq=c.parse_offset(data, _IN), limit=limit + 1
+    )
+    items, more = c.page(rows, limit)
+    result: Document = {"items": items}
+    if more:
+        result["nextOffset"] = items[-1]["offset"]
+    return result
+
+
+async def _events_delete(stores: Stores, data: Document) -> Document | None:
+    field = f"{_IN}.filter"
+    filter_ = c.require_object(data.get("filter"), field)
+    await stores.run_events.delete(c.optional_id_list(filter_, "runIds", field))
+    return None
+
+
+# -- checkpoints ----------------------------------------------------------------------
+
+
+async def _checkpoints_get(stores: Stores, data: Document) -> Document | None:
+    blob = await stores.checkpoints.get(
+        c.require_id(data, "agentId", _IN), c.require_id(data, "blobId", _IN)
+    )
+    if blob is None:
+        return {"found": False}
+    return {"found": True, "data": c.encode_blob(blob)}
+
+
+async def _checkpoints_create(stores: Stores, data: Document) -> Document | None:
+    await stores.checkpoints.create(
+        c.require_id(data, "agentId", _IN),
+        c.require_id(data, "blobId", _IN),
+        c.decode_blob(data, _IN),
+    )
+    return None
+
+
+async def _checkpoints_update(stores: Stores, data: Document) -> Document | None:
+    await stores.checkpoints.update(
+        c.require_id(data, "agentId", _IN),
+        c.require_id(data, "blobId", _IN),
+        c.decode_blob(data, _IN),
+    )
+    return None
+
+
+async def _checkpoints_delete(stores: Stores, data: Document) -> Document | None:
+    field = f"{_IN}.filter"
+    filter_ = c.require_object(data.get("filter"), field)
+    await stores.checkpoints.delete(
+        c.optional_id_list(filter_, "agentIds", field),
+        c.optional_id_list(filter_, "blobIds", field),
+    )
+    return None
+
+
+async def _checkpoints_list(stores: Stores, data: Document) -> Document | None:
+    field = f"{_IN}.filter"
+    filter_ = c.optional_object(data, "filter", _IN)
+    limit = c.optional_limit(filter_, field, c.DEFAULT_CHECKPOINT_LIMIT)
+    refs = await stores.checkpoints.list(
+        agent_ids=c.optional_id_list(filter_, "agentIds", field),
+        blob_ids=c.optional_id_list(filter_, "blobIds", field),
+        after=c.parse_blob_cursor(filter_, field),
+        limit=limit + 1,
+    )
+    page, more = c.page(refs, limit)
+    result: Document = {"items": [ref.blob_id for ref in page]}
+    if more:
+        result["nextCursor"] = c.blob_cursor(page[-1])
+    return result
+
+
+HANDLERS: dict[str, dict[str, Handler]] = {
+    "agents": {
+        "get": _agents_get,
+        "create": _agents_create,
+        "update": _agents_update,
+        "delete": _agents_delete,
+        "list": _agents_list,
+    },
+    "runs": {
+        "get": _runs_get,
+        "create": _runs_create,
+        "update": _runs_update,
+        "delete": _runs_delete,
+        "list": _runs_list,
+    },
+    "runEvents": {
+        "append": _events_append,
+        "list": _events_list,
+        "delete": _events_delete,
+    },
+    "checkpoints": {
+        "get": _checkpoints_get,
+        "create": _checkpoints_create,
+        "update": _checkpoints_update,
+        "delete": _checkpoints_delete,
+        "list": _checkpoints_list,
+    },
+}
+
+
+async def call_store(stores: Stores, substore: Any, method: Any, data: Any) -> Document | None:
+    """Run one CallStore call; raises ConnectError for anything the client got wrong."""
+    if not isinstance(substore, str) or not substore:
+        raise ConnectError(Code.INVALID_ARGUMENT, "substore must be a non-empty string")
+    if not isinstance(method, str) or not method:
+        raise ConnectError(Code.INVALID_ARGUMENT, "method must be a non-empty string")
+    methods = HANDLERS.get(substore)
+    if methods is None:
+        raise ConnectError(Code.UNIMPLEMENTED, f"unknown substore {substore!r}")
+    handler = methods.get(method)
+    if handler is None:
+        raise ConnectError(Code.UNIMPLEMENTED, f"unknown method {substore}.{method}")
+    if data is None:
+        data = {}
+    elif not isinstance(data, dict):
+        raise ConnectError(Code.INVALID_ARGUMENT, "input must be an object")
+    return await handler(stores, data)

@@ -1,0 +1,85 @@
+"""Which backend serves which substore: one URL per substore, one backend per URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pluggy
+
+from .dispatch import Stores
+from .errors import ConfigurationError
+from .plugins import open_backend
+from .substores import Backend
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The store URL of each substore (all the same unless overridden)."""
+
+    agents: str
+    runs: str
+    run_events: str
+    checkpoints: str
+
+    @classmethod
+    def single(cls, url: str) -> Routes:
+        return cls(agents=url, runs=url, run_events=url, checkpoints=url)
+
+    def urls(self) -> list[str]:
+        """Distinct URLs in substore order."""
+        return list(dict.fromkeys((self.agents, self.runs, self.run_events, self.checkpoints)))
+
+
+@dataclass(slots=True)
+class OpenStores:
+    """The started backends behind a set of routes and the substores drawn from them."""
+
+    backends: list[Backend]
+    stores: Stores
+
+    async def close(self) -> None:
+        for backend in reversed(self.backends):
+            await backend.close()
+
+
+def _provided(substore: T | None, url: str, name: str) -> T:
+    if substore is None:
+        raise ConfigurationError(f"the backend for {url} does not provide the {name} substore")
+    return substore
+
+
+def resolve(manager: pluggy.PluginManager, routes: Routes) -> tuple[dict[str, Backend], Stores]:
+    """Open (without starting) one backend per distinct URL and pick each substore."""
+    backends = {url: open_backend(manager, url) for url in routes.urls()}
+
+    stores = Stores(
+        agents=_provided(backends[routes.agents].agents, routes.agents, "agents"),
+        runs=_provided(backends[routes.runs].runs, routes.runs, "runs"),
+        run_events=_provided(
+            backends[routes.run_events].run_events, routes.run_events, "runEvents"
+        ),
+        checkpoints=_provided(
+            backends[routes.checkpoints].checkpoints, routes.checkpoints, "checkpoints"
+        ),
+    )
+    return backends, stores
+
+
+async def open_stores(
+    manager: pluggy.PluginManager, routes: Routes, *, migrate: bool
+) -> OpenStores:
+    """Resolve and start every backend the routes name; closes what started on failure."""
+    backends, stores = resolve(manager, routes)
+    started: list[Backend] = []
+    try:
+        for backend in backends.values():
+            await backend.start(migrate=migrate)
+            started.append(backend)
+    except BaseException:
+        for backend in reversed(started):
+            await backend.close()
+        raise
+    return OpenStores(backends=started, stores=stores)

@@ -1,0 +1,164 @@
+"""What a storage backend implements: the four substores and their lifecycle.
+
+The contract layer (:mod:`bridge_store.contract`) validates every request before it
+reaches a backend, so implementations receive well-typed arguments and only decide how
+to store them. Backends report the contract's errors by raising
+:class:`~bridge_store.errors.ConnectError` (``already_exists``, ``not_found``) and
+outages as ``unavailable``.
+
+Listing is keyset pagination: the contract layer passes the sort key of the last item
+the client has seen (``after``) and asks for ``limit`` items strictly after it. That is
+what keeps cursors correct while rows change between pages: a row that is not modified
+is returned exactly once, whatever happens to its neighbours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias
+
+from .types import Document
+
+SubstoreName: TypeAlias = Literal["agents", "runs", "runEvents", "checkpoints"]
+SUBSTORE_NAMES: tuple[SubstoreName, ...] = ("agents", "runs", "runEvents", "checkpoints")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPosition:
+    """Sort key of an agent in list order: ``updatedAt`` desc, then ``agentId`` desc."""
+
+    updated_at: int
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunPosition:
+    """Sort key of a run in list order: ``turnNumber``, ``runId``, then ``agentId``, ascending.
+
+    ``agentId`` breaks ties between runs of different agents that share a run id, since
+    a run is identified by the pair.
+    """
+
+    turn_number: int
+    run_id: str
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class BlobRef:
+    """A checkpoint blob's identity, which is also its sort key: ``blobId``, ``agentId``."""
+
+    blob_id: str
+    agent_id: str
+
+
+class AgentStore(Protocol):
+    async def get(self, agent_id: str) -> Document | None:
+        """The stored agent document, or None."""
+
+    async def create(self, agent: Document) -> Document:
+        """Store a new agent and return it; ``already_exists`` if its id is taken."""
+
+    async def update(self, agent: Document) -> Document:
+        """Replace an existing agent whole and return it; ``not_found`` if absent."""
+
+    async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
+        """Delete agents matching every given criterion; None means "any"."""
+
+    async def list(
+        self, *, cwd: str | None, after: AgentPosition | None, limit: int
+    ) -> list[Document]:
+        """Up to ``limit`` agents after ``after`` in list order, optionally of one cwd."""
+
+
+class RunStore(Protocol):
+    async def get(self, agent_id: str, run_id: str) -> Document | None:
+        """The stored run document, or None."""
+
+    async def create(self, run: Document) -> Document:
+        """Store a new run; ``already_exists`` if (agentId, runId) is taken."""
+
+    async def update(self, run: Document) -> Document:
+        """Replace an existing run whole; ``not_found`` if absent."""
+
+    async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
+        """Delete runs matching every given criterion; None means "any"."""
+
+    async def list(
+        self,
+        *,
+        agent_ids: Sequence[str] | None,
+        run_ids: Sequence[str] | None,
+        after: RunPosition | None,
+        limit: int,
+    ) -> list[Document]:
+        """Up to ``limit`` runs after ``after`` in list order, filtered as given."""
+
+
+class RunEventStore(Protocol):
+    async def append(self, event: Document) -> Document:
+        """Append ``event`` to the log of ``event["runId"]`` and return it as stored.
+
+        ``event`` holds every field but ``seq`` and ``offset``; the backend assigns the
+        next seq of the run (1, 2, 3 ... with no gaps, even when appends race from
+        several processes) and builds the stored document with
+        :func:`bridge_store.contract.stored_event`. When ``event["idempotencyKey"]`` is
+        not None and the run already has an event with that key, the backend returns
+        that event unchanged and appends nothing.
+        """
+
+    async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
+        """Up to ``limit`` events of the run with seq > ``after_seq``, ascending."""
+
+    async def delete(self, run_ids: Sequence[str] | None) -> None:
+        """Delete the logs of the given runs; None means every run."""
+
+
+class CheckpointStore(Protocol):
+    async def get(self, agent_id: str, blob_id: str) -> bytes | None:
+        """The blob's bytes, or None."""
+
+    async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
+        """Store a new blob; ``already_exists`` if present."""
+
+    async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
+        """Replace an existing blob; ``not_found`` if absent."""
+
+    async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
+        """Delete blobs matching every given criterion; None means "any"."""
+
+    async def list(
+        self,
+        *,
+        agent_ids: Sequence[str] | None,
+        blob_ids: Sequence[str] | None,
+        after: BlobRef | None,
+        limit: int,
+    ) -> list[BlobRef]:
+        """Up to ``limit`` blob refs after ``after``, ordered by (blobId, agentId)."""
+
+
+class Backend(Protocol):
+    """One storage URL, opened: provides one or more substores.
+
+    A substore attribute is None when the backend does not implement it. The server
+    calls :meth:`start` once before serving and :meth:`close` once at shutdown.
+    """
+
+    agents: AgentStore | None
+    runs: RunStore | None
+    run_events: RunEventStore | None
+    checkpoints: CheckpointStore | None
+
+    async def start(self, *, migrate: bool) -> None:
+        """Connect, and bring the schema to the latest version when ``migrate``."""
+
+    async def close(self) -> None:
+        """Release connections; in-flight calls have finished."""
+
+    async def upgrade_schema(self) -> None:
+        """Bring the schema to the latest version (no-op for schemaless stores)."""
+
+    async def schema_revision(self) -> str | None:
+        """The current schema version, or None for schemaless stores."""
