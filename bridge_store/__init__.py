@@ -1,0 +1,1 @@
+"""bridge-store: a Connect CallStore server for Cursor SDK bridge agent history."""

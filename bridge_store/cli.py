@@ -1,0 +1,241 @@
+"""The ``bridge-store`` command line: ``serve``, ``db upgrade`` and ``db current``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+from urllib.parse import urlsplit, urlunsplit
+
+import uvicorn
+
+from .config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from .errors import ConfigurationError
+from .plugins import get_plugin_manager
+from .routing import Routes, resolve
+from .tokens import TOKEN_ENV, load_or_generate
+
+STORE_ENV = "BRIDGE_STORE_URL"
+DEFAULT_STORE_URL = "sqlite:///bridge-store.db"
+DEFAULT_PORT = 8787
+#: How long in-flight requests may take to finish after SIGTERM/SIGINT.
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bridge-store",
+        description=(
+            "A storage server for Cursor SDK bridge agent history. Launch the bridge with "
+            '--store-callback-url pointing here and --local-store \'{"type":"custom"}\'.'
+        ),
+    )
+    parser.add_argument("--version", action="version", version=version("bridge-store"))
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the CallStore RPC",
+        description=(
+            "Serve sdk.v1.SdkStoreCallbackService/CallStore over HTTP (Connect protocol). "
+            "Prints 'bridge-store ready {JSON}' on stderr once listening."
+        ),
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port to listen on; 0 picks a free one (default: %(default)s)",
+    )
+    _add_store_arguments(serve)
+    serve.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=(
+            f"read the bearer token from PATH, or generate one into PATH (mode 0600) if it "
+            f"does not exist. Env {TOKEN_ENV} takes precedence. With neither, a new token is "
+            f"written to ./bridge-store.token"
+        ),
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="N",
+        help="largest request body accepted, after decompression (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--no-migrate",
+        dest="migrate",
+        action="store_false",
+        help="do not upgrade SQL schemas on start (run 'bridge-store db upgrade' instead)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="server log level (default: %(default)s)",
+    )
+    serve.add_argument("--access-log", action="store_true", help="log every request")
+
+    db = commands.add_parser("db", help="manage SQL schemas", description="Manage SQL schemas.")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    upgrade = db_commands.add_parser(
+        "upgrade", help="upgrade every configured store to the latest schema"
+    )
+    _add_store_arguments(upgrade)
+    current = db_commands.add_parser(
+        "current", help="show the schema revision of every configured store"
+    )
+    _add_store_arguments(current)
+    return parser
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "storage",
+        "Store URLs: sqlite:///PATH, memory://, postgresql://..., redis://..., s3://BUCKET/PREFIX, "
+        "or any scheme an installed plugin serves. Each substore can go to its own URL.",
+    )
+    group.add_argument(
+        "--store",
+        metavar="URL",
+        default=os.environ.get(STORE_ENV) or DEFAULT_STORE_URL,
+        help=(
+            f"URL for every substore (env {STORE_ENV}; "
+            "default: a SQLite file in the current directory)"
+        ),
+    )
+    for flag, name in (
+        ("--agents", "agents"),
+        ("--runs", "runs"),
+        ("--run-events", "runEvents"),
+        ("--checkpoints", "checkpoints"),
+    ):
+        group.add_argument(
+            flag, metavar="URL", help=f"URL for the {name} substore (default: --store)"
+        )
+
+
+def routes_from(args: argparse.Namespace) -> Routes:
+    return Routes(
+        agents=args.agents or args.store,
+        runs=args.runs or args.store,
+        run_events=args.run_events or args.store,
+        checkpoints=args.checkpoints or args.store,
+    )
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for printing."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        return asyncio.run(_db(args))
+    except ConfigurationError as error:
+        print(f"bridge-store: {error}", file=sys.stderr)
+        return 2
+
+
+# -- serve ----------------------------------------------------------------------------
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints the ready line once it is accepting connections."""
+
+    def __init__(self, config: uvicorn.Config, ready: dict[str, str]) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(f"bridge-store ready {json.dumps(self._ready)}", file=sys.stderr, flush=True)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from .app import create_app  # Starlette and the app load only for serve.
+
+    routes = routes_from(args)
+    # Resolving finds bad URLs and missing extras before anything listens.
+    resolve(get_plugin_manager(), routes)
+    if args.max_request_bytes < 1:
+        raise ConfigurationError("--max-request-bytes must be positive")
+    token = load_or_generate(args.auth_token_file, dict(os.environ))
+    config = ServerConfig(
+        routes=routes,
+        auth_token=token.value,
+        max_request_bytes=args.max_request_bytes,
+        migrate=args.migrate,
+    )
+    listener = _listen(args.host, args.port)
+    host, port = listener.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    ready = {"url": f"http://{shown_host}:{port}/"}
+    if token.generated_file is not None:
+        ready["authTokenFile"] = str(token.generated_file)
+    server = _AnnouncingServer(
+        uvicorn.Config(
+            create_app(config),
+            log_level=args.log_level,
+            access_log=args.access_log,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            lifespan="on",
+        ),
+        ready,
+    )
+    server.run(sockets=[listener])
+    return 0 if server.started else 1
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise ConfigurationError(f"--port must be between 0 and 65535, not {port}")
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = info[0]
+        listener = socket.socket(family, kind, proto)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as error:
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {error}") from None
+    return listener
+
+
+# -- db -------------------------------------------------------------------------------
+
+
+async def _db(args: argparse.Namespace) -> int:
+    manager = get_plugin_manager()
+    backends, _ = resolve(manager, routes_from(args))
+    for url, backend in backends.items():
+        await backend.start(migrate=False)
+        try:
+            if args.db_command == "upgrade":
+                await backend.upgrade_schema()
+                revision = await backend.schema_revision()
+                print(f"{redact(url)}: upgraded to {revision or '(no schema)'}")
+            else:
+                revision = await backend.schema_revision()
+                print(f"{redact(url)}: {revision or '(no schema)'}")
+        finally:
+            await backend.close()
+    return 0

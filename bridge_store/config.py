@@ -1,0 +1,31 @@
+"""Server configuration: what the CLI (or an embedding application) decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .routing import Routes
+
+#: Checkpoint blobs ride base64-encoded inside requests, so the default leaves room
+#: for blobs of about 95 MiB. The limit applies to the decompressed body as well.
+DEFAULT_MAX_REQUEST_BYTES = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything ``create_app`` needs.
+
+    ``auth_token`` is the bearer token every CallStore request must carry.
+    ``migrate`` brings SQL schemas to the latest revision when the server starts.
+    """
+
+    routes: Routes
+    auth_token: str
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    migrate: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.auth_token:
+            raise ValueError("auth_token must not be empty")
+        if self.max_request_bytes < 1:
+            raise ValueError("max_request_bytes must be positive")

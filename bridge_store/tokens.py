@@ -1,0 +1,61 @@
+"""The bearer token: where it comes from, and generating one safely when none is set."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigurationError
+
+TOKEN_ENV = "BRIDGE_STORE_AUTH_TOKEN"  # noqa: S105 - a variable name, not a secret
+DEFAULT_TOKEN_FILE = "bridge-store.token"  # noqa: S105 - a file name, not a secret
+
+
+@dataclass(frozen=True, slots=True)
+class AuthToken:
+    value: str
+    #: Set when this process generated the token and wrote it here.
+    generated_file: Path | None = None
+
+
+def load_or_generate(token_file: str | None, environ: dict[str, str]) -> AuthToken:
+    """The token from the environment, else from ``token_file``, else a new one.
+
+    A new token is written to ``token_file`` (or ``./bridge-store.token``) with mode
+    0600, so the bridge's launcher can read it; the token itself is never printed.
+    """
+    from_env = environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return AuthToken(from_env)
+    path = Path(token_file or DEFAULT_TOKEN_FILE)
+    if token_file is not None and path.exists():
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigurationError(f"cannot read auth token file {path}: {error}") from None
+        if not value:
+            raise ConfigurationError(f"auth token file {path} is empty")
+        return AuthToken(value)
+    value = secrets.token_urlsafe(32)
+    write_private(path, value)
+    return AuthToken(value, generated_file=path.resolve())
+
+
+def write_private(path: Path, value: str) -> None:
+    """Write ``value`` to ``path`` readable by the owner only, replacing it atomically.
+
+    mkstemp creates the temporary file 0600 before any secret is written to it, so the
+    token is never readable by others, even briefly.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(value + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Fixtures and helpers: one module per external thing a test needs."""

@@ -1,0 +1,121 @@
+"""Run ``bridge-store serve`` as a real subprocess and talk CallStore to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bridge_store.errors import Code, ConnectError
+
+CALL_STORE_PATH = "sdk.v1.SdkStoreCallbackService/CallStore"
+READY_PREFIX = "bridge-store ready "
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class ServerProcess:
+    """A running ``bridge-store serve`` subprocess."""
+
+    process: subprocess.Popen[str]
+    url: str
+    token: str
+    ready: dict[str, Any]
+    stderr_lines: list[str] = field(default_factory=list)
+    _http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=60.0))
+
+    def call(self, substore: str, method: str, data: Any) -> Any:
+        """One JSON CallStore call; returns the output or raises ConnectError."""
+        response = self._http.post(
+            self.url + CALL_STORE_PATH,
+            json={"substore": substore, "method": method, "input": data},
+            headers={"Authorization": f"Bearer {self.token}", "Connect-Protocol-Version": "1"},
+        )
+        body = response.json()
+        if response.status_code != 200:
+            raise ConnectError(Code(body["code"]), body.get("message", ""))
+        return body.get("output")
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        self._http.close()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(
+                "bridge-store serve did not stop on SIGTERM:\n" + "".join(self.stderr_lines)
+            ) from None
+
+
+def start_server(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    token: str | None = None,
+    cwd: str | None = None,
+) -> ServerProcess:
+    """Start ``bridge-store serve --port 0 *args`` and wait for its ready line."""
+    token = token or secrets.token_urlsafe(24)
+    process_env = {**os.environ, **(env or {}), "BRIDGE_STORE_AUTH_TOKEN": token}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge_store", "serve", "--port", "0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=process_env,
+        cwd=cwd,
+    )
+    lines: list[str] = []
+    ready_seen = threading.Event()
+
+    def drain() -> None:
+        # Keep reading for the whole life of the process so a chatty server never
+        # blocks on a full pipe.
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith(READY_PREFIX):
+                ready_seen.set()
+        ready_seen.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    ready_seen.wait(START_TIMEOUT_SECONDS)
+    ready_line = next((line for line in lines if line.startswith(READY_PREFIX)), None)
+    if ready_line is None:
+        process.kill()
+        process.wait()
+        raise AssertionError("bridge-store serve did not become ready:\n" + "".join(lines))
+    ready = json.loads(ready_line[len(READY_PREFIX) :])
+    return ServerProcess(
+        process=process, url=ready["url"], token=token, ready=ready, stderr_lines=lines
+    )
+
+
+@contextmanager
+def serve(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    token: str | None = None,
+    cwd: str | None = None,
+) -> Iterator[ServerProcess]:
+    """``start_server`` as a context manager that stops the server on exit."""
+    server = start_server(*args, env=env, token=token, cwd=cwd)
+    try:
+        yield server
+    finally:
+        server.stop()
