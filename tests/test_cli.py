@@ -1,0 +1,269 @@
+"""The bridge-store command line, run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bridge_store.cli import build_parser, redact
+
+from .support.server import CALL_STORE_PATH, serve, start_server
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge_store", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_help_names_every_command_and_option() -> None:
+    top = run_cli("--help")
+    assert top.returncode == 0
+    assert "serve" in top.stdout
+    assert "db" in top.stdout
+    serve_help = run_cli("serve", "--help").stdout
+    for option in (
+        "--host",
+        "--port",
+        "--store",
+        "--agents",
+        "--runs",
+        "--run-events",
+        "--checkpoints",
+        "--auth-token-file",
+        "--max-request-bytes",
+        "--no-migrate",
+        "BRIDGE_STORE_URL",
+        "BRIDGE_STORE_AUTH_TOKEN",
+    ):
+        assert option in serve_help, option
+    assert "upgrade" in run_cli("db", "--help").stdout
+
+
+def test_serve_defaults() -> None:
+    args = build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.migrate) == ("127.0.0.1", 8787, True)
+    assert args.store == os.environ.get("BRIDGE_STORE_URL", "sqlite:///bridge-store.db")
+    assert args.max_request_bytes >= 64 * 1024 * 1024
+
+
+def test_serve_on_default_store_generates_a_private_token_file(tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("BRIDGE_STORE_AUTH_TOKEN", "BRIDGE_STORE_URL")
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge_store", "serve", "--port", "0"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        ready_line = ""
+        for line in process.stderr:
+            if line.startswith("bridge-store ready "):
+                ready_line = line
+                break
+        ready = json.loads(ready_line.removeprefix("bridge-store ready "))
+        token_file = Path(ready["authTokenFile"])
+        assert token_file == tmp_path / "bridge-store.token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        assert token not in ready_line
+        assert ready["url"].startswith("http://127.0.0.1:")
+        response = httpx.post(
+            ready["url"] + CALL_STORE_PATH,
+            json={"substore": "agents", "method": "list", "input": {}},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert response.json() == {"output": {"items": []}}
+        assert (tmp_path / "bridge-store.db").exists()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        remaining = process.communicate(timeout=30)[1]
+    assert process.returncode == 0, remaining
+    assert token not in remaining
+
+
+def test_token_from_file_is_used_and_not_announced(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("file-token\n")
+    env = {k: v for k, v in os.environ.items() if k != "BRIDGE_STORE_AUTH_TOKEN"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bridge_store",
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            "memory://",
+            "--auth-token-file",
+            str(token_file),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = next(line for line in process.stderr if line.startswith("bridge-store ready "))
+        ready = json.loads(line.removeprefix("bridge-store ready "))
+        assert "authTokenFile" not in ready
+        url = ready["url"]
+        ok = httpx.post(
+            url + CALL_STORE_PATH,
+            json={"substore": "agents", "method": "list"},
+            headers={"Authorization": "Bearer file-token"},
+        )
+        assert ok.status_code == 200
+        wrong = httpx.post(
+            url + CALL_STORE_PATH,
+            json={"substore": "agents", "method": "list"},
+            headers={"Authorization": "Bearer ignored"},
+        )
+        assert wrong.status_code == 401
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+def test_missing_token_file_is_generated_there(tmp_path: Path) -> None:
+    token_file = tmp_path / "secrets" / "store.token"
+    env = {k: v for k, v in os.environ.items() if k != "BRIDGE_STORE_AUTH_TOKEN"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bridge_store",
+            "serve",
+            "--port",
+            "0",
+            "--store",
+            "memory://",
+            "--auth-token-file",
+            str(token_file),
+        ],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = next(line for line in process.stderr if line.startswith("bridge-store ready "))
+        ready = json.loads(line.removeprefix("bridge-store ready "))
+        assert ready["authTokenFile"] == str(token_file)
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert len(token_file.read_text().strip()) >= 32
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+
+
+def test_sigterm_lets_in_flight_requests_finish(tmp_path: Path) -> None:
+    server = start_server("--store", f"sqlite:///{tmp_path / 'store.db'}")
+    blob = "A" * (8 * 1024 * 1024)
+    outcome: dict[str, object] = {}
+
+    def upload() -> None:
+        outcome["output"] = server.call(
+            "checkpoints", "create", {"agentId": "a", "blobId": "b", "data": blob}
+        )
+
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    # Wait until the request is in flight: the server has accepted the connection.
+    for _ in range(200):
+        if outcome or _has_established_connection(server.process.pid):
+            break
+        threading.Event().wait(0.01)
+    server.process.send_signal(signal.SIGTERM)
+    uploader.join(60)
+    assert server.process.wait(timeout=30) == 0
+    assert outcome == {"output": None}
+    with serve("--store", f"sqlite:///{tmp_path / 'store.db'}") as again:
+        stored = again.call("checkpoints", "get", {"agentId": "a", "blobId": "b"})
+    assert stored == {"found": True, "data": blob}
+
+
+def _has_established_connection(pid: int) -> bool:
+    result = subprocess.run(
+        ["ss", "-tnpH", "state", "established"], capture_output=True, text=True, check=False
+    )
+    return f"pid={pid}," in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--store", "nope://x"], "no installed backend serves nope://"),
+        (["--store", "memory://", "--runs", "bad.db"], "has no scheme"),
+        (["--store", "memory://", "--port", "70000"], "--port must be between 0 and 65535"),
+        (
+            ["--store", "memory://", "--max-request-bytes", "0"],
+            "--max-request-bytes must be positive",
+        ),
+    ],
+)
+def test_bad_configuration_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = run_cli("serve", *args, env={"BRIDGE_STORE_AUTH_TOKEN": "t"})
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_port_in_use_is_reported(tmp_path: Path) -> None:
+    with serve("--store", "memory://") as server:
+        port = server.url.rsplit(":", 1)[1].rstrip("/")
+        result = run_cli(
+            "serve", "--store", "memory://", "--port", port, env={"BRIDGE_STORE_AUTH_TOKEN": "t"}
+        )
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_db_upgrade_and_current_on_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    before = run_cli("db", "current", "--store", url)
+    assert before.returncode == 0, before.stderr
+    upgraded = run_cli("db", "upgrade", "--store", url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    revision = upgraded.stdout.strip().rsplit(" ", 1)[-1]
+    assert revision
+    assert revision != "(no schema)"
+    current = run_cli("db", "current", "--store", url)
+    assert current.stdout.strip() == f"{url}: {revision}"
+
+
+def test_serve_with_no_migrate_does_not_create_the_schema(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with serve("--store", url, "--no-migrate"):
+        pass
+    assert run_cli("db", "current", "--store", url).stdout.strip() == f"{url}: (no schema)"
+
+
+def test_redact_hides_passwords() -> None:
+    assert redact("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+    assert redact("sqlite:///x.db") == "sqlite:///x.db"

@@ -1,0 +1,116 @@
+"""A plain wheel is self-contained: migrations included, serving from a clean venv."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .support.server import CALL_STORE_PATH
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+    )
+    (built,) = out.glob("bridge_store-*.whl")
+    return built
+
+
+def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in (
+        "bridge_store/cli.py",
+        "bridge_store/py.typed",
+        "bridge_store/_generated/sdk/v1/sdk_store_callback_service_pb2.py",
+        "bridge_store/conformance/suite.py",
+        "bridge_store_migrations/env.py",
+        "bridge_store_migrations/script.py.mako",
+        "bridge_store_memory/__init__.py",
+        "bridge_store_sql/__init__.py",
+        "bridge_store_redis/__init__.py",
+        "bridge_store_s3/__init__.py",
+    ):
+        assert required in names, required
+    assert any(
+        name.startswith("bridge_store_migrations/versions/")
+        and name.endswith(".py")
+        and not name.endswith("__init__.py")
+        for name in names
+    )
+    assert not any(name.startswith("tests/") for name in names)
+    entry_points = next(name for name in names if name.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[bridge_store.backends]" in text
+    assert "bridge-store = bridge_store.cli:main" in text
+
+
+@pytest.mark.slow
+def test_wheel_serves_from_a_clean_venv(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True
+    )
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    process = subprocess.Popen(
+        [str(venv / "bin" / "bridge-store"), "serve", "--port", "0"],
+        cwd=workdir,  # away from the source tree, so only the installed wheel can be imported
+        env={"PATH": str(venv / "bin"), "HOME": str(tmp_path)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = next(line for line in process.stderr if line.startswith("bridge-store ready "))
+        ready = json.loads(line.removeprefix("bridge-store ready "))
+        token = Path(ready["authTokenFile"]).read_text().strip()
+        agent = {"agentId": "a1", "cwd": "/w", "updatedAt": 1, "createdAt": 1, "status": "idle"}
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(
+            ready["url"] + CALL_STORE_PATH,
+            headers=headers,
+            json={"substore": "agents", "method": "create", "input": {"agent": agent}},
+        )
+        assert created.json() == {"output": agent}
+        fetched = httpx.post(
+            ready["url"] + CALL_STORE_PATH,
+            headers=headers,
+            json={"substore": "agents", "method": "get", "input": {"agentId": "a1"}},
+        )
+        assert fetched.json() == {"output": agent}
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert (workdir / "bridge-store.db").exists()
+    current = subprocess.run(
+        [str(venv / "bin" / "bridge-store"), "db", "current"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "(no schema)" not in current.stdout
