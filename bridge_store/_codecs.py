@@ -1,0 +1,178 @@
+"""The two Connect codecs of CallStore: JSON and binary protobuf.
+
+Both decode a request into plain JSON values (dicts, lists, str, int, float, bool,
+None) so the contract layer never sees protobuf types, and both reject what JSON
+cannot carry (NaN, infinities) or what the stores could not process safely (very deep
+nesting) with ``invalid_argument``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from google.protobuf import struct_pb2
+from google.protobuf.message import DecodeError
+
+from ._generated.sdk.v1.sdk_store_callback_service_pb2 import (
+    CallStoreRequest,
+    CallStoreResponse,
+)
+from .errors import invalid_argument
+from .types import Document
+
+#: Deepest nesting of objects and arrays accepted in ``input``. Backends copy and
+#: serialise documents recursively; this keeps every one of them far from Python's
+#: recursion limit, and is far deeper than any document the bridge writes. (The binary
+#: codec stops earlier: protobuf's own parser caps message nesting at 100, about 33
+#: levels of Struct.)
+MAX_DEPTH = 128
+
+
+@dataclass(frozen=True, slots=True)
+class CallStoreCall:
+    """A decoded request; fields keep the client's types for the contract layer to check."""
+
+    substore: Any
+    method: Any
+    input: Any
+
+
+class Codec(Protocol):
+    name: str
+
+    def decode(self, body: bytes) -> CallStoreCall: ...
+
+    def encode(self, output: Document | None) -> bytes: ...
+
+
+def check_depth(value: Any) -> None:
+    """Raise invalid_argument if containers nest deeper than ``MAX_DEPTH``.
+
+    Iterative on purpose: a recursive walk would hit the recursion limit it guards.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            raise invalid_argument(f"input nests deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _reject_constant(name: str) -> Any:
+    raise invalid_argument(f"invalid JSON number {name}")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # e.g. 1e999 overflows to inf
+        raise invalid_argument(f"JSON number {text[:40]} is out of range")
+    return number
+
+
+_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+# ensure_ascii: a JavaScript client may send lone surrogates ("\ud83d" from a string
+# cut in the middle of an emoji); escaped, they round-trip instead of failing to encode.
+_encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+class JsonCodec:
+    name = "json"
+
+    def decode(self, body: bytes) -> CallStoreCall:
+        try:
+            message = _decoder.decode(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise invalid_argument("request body is not valid UTF-8") from None
+        except json.JSONDecodeError as error:
+            raise invalid_argument(f"request body is not valid JSON: {error}") from None
+        except (RecursionError, ValueError):
+            # RecursionError: absurd nesting; ValueError: integers over Python's
+            # digit limit for int().
+            raise invalid_argument("request body is not acceptable JSON") from None
+        if not isinstance(message, dict):
+            raise invalid_argument("request body must be a JSON object")
+        data = message.get("input")
+        check_depth(data)
+        # Unknown top-level fields are ignored, as protobuf JSON parsers do by default
+        # in Connect servers, so newer clients can add fields.
+        return CallStoreCall(message.get("substore", ""), message.get("method", ""), data)
+
+    def encode(self, output: Document | None) -> bytes:
+        message = {} if output is None else {"output": output}
+        return _encoder.encode(message).encode("utf-8")
+
+
+def _from_value(value: struct_pb2.Value) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        number = value.number_value
+        if not math.isfinite(number):
+            raise invalid_argument("input holds a non-finite number")
+        # Struct carries every number as a double; an integral one was an integer
+        # on the client (a timestamp, a seq) and must stay one.
+        return int(number) if number.is_integer() else number
+    if kind == "struct_value":
+        return _from_struct(value.struct_value)
+    if kind == "list_value":
+        return [_from_value(item) for item in value.list_value.values]
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "null_value":
+        return None
+    raise invalid_argument("input holds a google.protobuf.Value with no kind set")
+
+
+def _from_struct(struct: struct_pb2.Struct) -> Document:
+    return {key: _from_value(value) for key, value in struct.fields.items()}
+
+
+# json.loads joins valid surrogate pairs, so any surrogate left in a str is a lone one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _well_formed(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_well_formed(key): _well_formed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_well_formed(item) for item in value]
+    return value
+
+
+class ProtoCodec:
+    name = "proto"
+
+    def decode(self, body: bytes) -> CallStoreCall:
+        try:
+            message = CallStoreRequest.FromString(body)
+        except DecodeError:
+            raise invalid_argument("request body is not a valid sdk.v1.CallStoreRequest") from None
+        data = _from_struct(message.input) if message.HasField("input") else None
+        return CallStoreCall(message.substore, message.method, data)
+
+    def encode(self, output: Document | None) -> bytes:
+        response = CallStoreResponse()
+        if output is not None:
+            try:
+                response.output.update(output)
+            except UnicodeEncodeError:
+                # Lone surrogates, stored through the JSON codec, have no UTF-8 form;
+                # replace them as JavaScript's TextEncoder does on the way to binary.
+                response.output.update(_well_formed(output))
+        return response.SerializeToString()
+
+
+CODECS: dict[str, Codec] = {"json": JsonCodec(), "proto": ProtoCodec()}

@@ -1,0 +1,66 @@
+"""The ASGI application: the CallStore endpoint, a health check, and the store lifecycle."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pluggy
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .config import ServerConfig
+from .connect import CALL_STORE_PATH, CallStoreEndpoint
+from .dispatch import Stores, call_store
+from .errors import unavailable
+from .plugins import get_plugin_manager
+from .routing import open_stores
+from .types import Document
+
+HEALTH_PATH = "/healthz"
+
+
+async def _healthz(request: Request) -> JSONResponse:
+    # Liveness only, without auth, for orchestrators: answering means the lifespan
+    # opened every store; it does not probe the backends on each call.
+    return JSONResponse({"status": "ok"})
+
+
+def create_app(
+    config: ServerConfig, *, plugin_manager: pluggy.PluginManager | None = None
+) -> Starlette:
+    """The bridge-store ASGI app for ``config``.
+
+    The routed backends are opened (and migrated when ``config.migrate``) when the ASGI
+    lifespan starts and closed when it ends; ``plugin_manager`` defaults to one with
+    every installed backend.
+    """
+    manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+    serving: list[Stores] = []
+
+    async def handle(substore: Any, method: Any, data: Any) -> Document | None:
+        if not serving:
+            raise unavailable("the store is not open yet")
+        return await call_store(serving[0], substore, method, data)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        opened = await open_stores(manager, config.routes, migrate=config.migrate)
+        serving.append(opened.stores)
+        try:
+            yield
+        finally:
+            serving.clear()
+            await opened.close()
+
+    endpoint = CallStoreEndpoint(
+        handle, auth_token=config.auth_token, max_request_bytes=config.max_request_bytes
+    )
+    routes = [
+        Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
+        Route(HEALTH_PATH, _healthz, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
