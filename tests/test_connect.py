@@ -1,0 +1,585 @@
+"""The Connect wire protocol, exercised over HTTP against a real uvicorn server.
+
+One server per module (memory backend, except ``faulty://`` agents that block or
+raise on request); every test checks afterwards that the server still serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+import re
+import socket
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from google.protobuf import struct_pb2
+
+from bridge_store._codecs import MAX_DEPTH
+from bridge_store._compression import COMPRESS_MIN_BYTES
+from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
+    CallStoreRequest,
+    CallStoreResponse,
+)
+from bridge_store.app import create_app
+from bridge_store.config import ServerConfig
+from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.hookspecs import hookimpl
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.routing import Routes
+from bridge_store.types import Document
+from bridge_store_memory import MemoryBackend
+from bridge_store_memory.backend import MemoryAgents
+from tests.support.inprocess import running
+
+TOKEN = "test-token-\u00e9-not-logged"  # non-ASCII on purpose: headers are bytes
+LIMIT = 16 * 1024
+SLOW_AGENT = "slow-agent"
+FAILING_AGENT = "failing-agent"
+SECRET = "blob-secret-do-not-log"
+JSON = "application/json"
+PROTO = "application/proto"
+
+
+class FaultyAgents(MemoryAgents):
+    """Memory agents, except two ids: one never answers, one hits a 'driver bug'."""
+
+    async def get(self, agent_id: str) -> Document | None:
+        if agent_id == SLOW_AGENT:
+            await asyncio.Event().wait()  # until the request's deadline cancels it
+        if agent_id == FAILING_AGENT:
+            raise RuntimeError("driver exploded on row 42")
+        return await super().get(agent_id)
+
+
+class FaultyBackend(MemoryBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.agents = FaultyAgents()
+
+
+class FaultyPlugin:
+    @hookimpl
+    def bridge_store_url_schemes(self) -> Sequence[str]:
+        return ["faulty"]
+
+    @hookimpl
+    def bridge_store_open_backend(self, url: str) -> FaultyBackend | None:
+        return FaultyBackend() if urlsplit(url).scheme == "faulty" else None
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    config = ServerConfig(
+        routes=Routes(
+            agents="faulty://", runs="memory://", run_events="memory://", checkpoints="memory://"
+        ),
+        auth_token=TOKEN,
+        max_request_bytes=LIMIT,
+    )
+    app = create_app(config, plugin_manager=get_plugin_manager(plugins=[FaultyPlugin()]))
+    with running(app) as url:
+        yield url
+
+
+def headers(content_type: str = JSON, **extra: str) -> dict[bytes, bytes]:
+    """Request headers, as bytes: the token is not ASCII, which httpx only sends as bytes."""
+    fields = {
+        "content-type": content_type,
+        "connect-protocol-version": "1",
+        **{name.replace("_", "-"): value for name, value in extra.items()},
+    }
+    return {
+        b"authorization": ("Bearer " + TOKEN).encode(),
+        **{name.encode(): value.encode() for name, value in fields.items()},
+    }
+
+
+def json_body(substore: str, method: str, data: Any) -> bytes:
+    return json.dumps({"substore": substore, "method": method, "input": data}).encode()
+
+
+def proto_body(substore: str, method: str, data: Document | None) -> bytes:
+    request = CallStoreRequest(substore=substore, method=method)
+    if data is not None:
+        request.input.update(data)
+    return request.SerializeToString()
+
+
+def agent(agent_id: str, **extra: Any) -> Document:
+    return {
+        "agentId": agent_id,
+        "cwd": "/work",
+        "status": "idle",
+        "activeRunId": None,
+        "name": None,
+        "createdAt": 1795994234137,
+        "updatedAt": 1795994234140,
+        "sdkMetadata": {"blobEncryptionKey": SECRET},
+        **extra,
+    }
+
+
+@pytest.fixture
+def client(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=10.0) as http:
+        yield http
+    # Whatever the test did, the server must still answer a fresh client.
+    with httpx.Client(base_url=base_url, timeout=10.0) as fresh:
+        response = fresh.post(
+            CALL_STORE_PATH, content=json_body("agents", "get", {"agentId": "x"}), headers=headers()
+        )
+        assert (response.status_code, response.json()) == (200, {})
+
+
+def expect_error(response: httpx.Response, status: int, code: str) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == JSON
+    body = response.json()
+    assert body["code"] == code
+    message: str = body["message"]
+    return message
+
+
+def raw_exchange(base_url: str, head: bytes, body: bytes = b"") -> bytes:
+    """Send raw bytes, then read the response head while the request stays unfinished.
+
+    The client never completes its body, so an answer proves the server decided
+    without reading (or waiting for) the rest.
+    """
+    parts = urlsplit(base_url)
+    assert parts.hostname is not None
+    assert parts.port is not None
+    with socket.create_connection((parts.hostname, parts.port), timeout=10.0) as sock:
+        sock.sendall(head + body)
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+        return received
+
+
+def raw_head(length_header: bytes) -> bytes:
+    request_line = f"POST {CALL_STORE_PATH} HTTP/1.1\r\nHost: test\r\n".encode()
+    fields = b"".join(name + b": " + value + b"\r\n" for name, value in headers().items())
+    return request_line + fields + length_header + b"\r\n"
+
+
+# -- codecs ---------------------------------------------------------------------------
+
+
+def test_json_round_trip_and_null_result(client: httpx.Client) -> None:
+    doc = agent("json-1")
+    created = client.post(
+        CALL_STORE_PATH, content=json_body("agents", "create", {"agent": doc}), headers=headers()
+    )
+    assert created.status_code == 200
+    assert created.headers["content-type"] == JSON
+    assert created.json() == {"output": doc}
+    missing = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "nobody"}),
+        headers=headers(),
+    )
+    assert missing.json() == {}
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "Application/JSON;charset=UTF-8"]
+)
+def test_json_content_type_variants(client: httpx.Client, content_type: str) -> None:
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=headers(content_type),
+    )
+    assert (response.status_code, response.json()) == (200, {})
+
+
+def test_proto_round_trip_keeps_integers(client: httpx.Client) -> None:
+    doc = agent("proto-1", extra={"nested": [1, 2.5, True, None, "s"]})
+    response = client.post(
+        CALL_STORE_PATH,
+        content=proto_body("agents", "create", {"agent": doc}),
+        headers=headers(PROTO),
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"] == PROTO
+    output = CallStoreResponse.FromString(response.content).output
+    assert output.fields["createdAt"].number_value == 1795994234137
+    # Stored from doubles, read back through JSON: the integers are still integers.
+    read = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "proto-1"}),
+        headers=headers(),
+    )
+    # Struct maps have no order, so the key may be last.
+    assert re.search(rb'"createdAt":1795994234137[,}]', read.content)
+    assert read.json()["output"] == doc
+    assert type(read.json()["output"]["extra"]["nested"][0]) is int
+
+
+def test_proto_null_result_leaves_output_unset(client: httpx.Client) -> None:
+    response = client.post(
+        CALL_STORE_PATH,
+        content=proto_body("agents", "get", {"agentId": "nobody"}),
+        headers=headers(PROTO),
+    )
+    assert response.status_code == 200
+    assert not CallStoreResponse.FromString(response.content).HasField("output")
+
+
+def test_proto_run_event_seq_is_an_integer(client: httpx.Client) -> None:
+    event = {"runId": "proto-run", "eventType": "e", "payload": {"n": 3}}
+    response = client.post(
+        CALL_STORE_PATH, content=proto_body("runEvents", "append", event), headers=headers(PROTO)
+    )
+    assert response.status_code == 200
+    listed = client.post(
+        CALL_STORE_PATH,
+        content=json_body("runEvents", "list", {"runId": "proto-run"}),
+        headers=headers(),
+    )
+    item = listed.json()["output"]["items"][0]
+    assert (item["seq"], item["offset"], item["payload"]) == (1, "1", {"n": 3})
+    assert re.search(rb'"seq":1[,}]', listed.content)
+
+
+def test_proto_non_finite_number_is_invalid(client: httpx.Client) -> None:
+    request = CallStoreRequest(substore="runEvents", method="append")
+    request.input.update({"runId": "r", "eventType": "e"})
+    request.input.fields["payload"].number_value = float("inf")
+    response = client.post(
+        CALL_STORE_PATH, content=request.SerializeToString(), headers=headers(PROTO)
+    )
+    expect_error(response, 400, "invalid_argument")
+
+
+def test_proto_value_without_kind_is_invalid(client: httpx.Client) -> None:
+    request = CallStoreRequest(substore="agents", method="get")
+    request.input.fields["agentId"].CopyFrom(struct_pb2.Value())
+    response = client.post(
+        CALL_STORE_PATH, content=request.SerializeToString(), headers=headers(PROTO)
+    )
+    expect_error(response, 400, "invalid_argument")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"\xff\xff\xff", b"\x0a\x05ab", b"\x1a\x03\x0a\x01\xff"],
+    ids=["garbage", "truncated", "bad-utf8-key"],
+)
+def test_malformed_proto_is_invalid(client: httpx.Client, body: bytes) -> None:
+    response = client.post(CALL_STORE_PATH, content=body, headers=headers(PROTO))
+    expect_error(response, 400, "invalid_argument")
+
+
+def deep(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"",
+        b"[]",
+        b'"text"',
+        b'{"substore": "agents", "method": "get", "input": []}',
+        b'{"substore": 5, "method": "get", "input": {}}',
+        b'{"substore": "agents", "method": "get", "input": {"agentId": NaN}}',
+        b'{"substore": "agents", "method": "get", "input": {"agentId": 1e999}}',
+        b'{"substore": "agents", "method": "get", "input": {"n": ' + b"9" * 5000 + b"}}",
+        b'{"substore": "agents", "method": "get", "input": {"agentId": "\xff"}}',
+        b"[" * 10_000,
+        json_body(
+            "runEvents", "append", {"runId": "r", "eventType": "e", "payload": deep(MAX_DEPTH)}
+        ),
+    ],
+    ids=[
+        "malformed",
+        "empty",
+        "array",
+        "string",
+        "input-array",
+        "substore-number",
+        "nan",
+        "overflow",
+        "huge-int",
+        "bad-utf8",
+        "absurd-nesting",
+        "too-deep",
+    ],
+)
+def test_bad_json_is_invalid_argument(client: httpx.Client, body: bytes) -> None:
+    response = client.post(CALL_STORE_PATH, content=body, headers=headers())
+    expect_error(response, 400, "invalid_argument")
+
+
+def test_nesting_up_to_the_limit_is_accepted(client: httpx.Client) -> None:
+    payload = deep(MAX_DEPTH - 1)  # plus the input object itself: MAX_DEPTH levels
+    event = {"runId": "deep-run", "eventType": "e", "payload": payload}
+    response = client.post(
+        CALL_STORE_PATH, content=json_body("runEvents", "append", event), headers=headers()
+    )
+    assert response.status_code == 200
+    assert response.json()["output"]["payload"] == payload
+
+
+# -- compression ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content_type", [JSON, PROTO])
+def test_gzip_request_and_response(client: httpx.Client, content_type: str) -> None:
+    doc = agent("gzip-" + content_type[-4:], name="n" * (2 * COMPRESS_MIN_BYTES))
+    encode = json_body if content_type == JSON else proto_body
+    response = client.post(
+        CALL_STORE_PATH,
+        content=gzip.compress(encode("agents", "create", {"agent": doc})),
+        headers=headers(content_type, content_encoding="gzip", accept_encoding="gzip"),
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-encoding"] == "gzip"
+    assert len(response.content) > int(response.headers["content-length"])  # httpx inflated it
+    if content_type == JSON:
+        assert response.json() == {"output": doc}
+    else:
+        assert CallStoreResponse.FromString(response.content).output["name"] == doc["name"]
+
+
+@pytest.mark.parametrize("accept_encoding", ["identity", "gzip;q=0", "br"])
+def test_response_not_compressed_unless_accepted(
+    client: httpx.Client, accept_encoding: str
+) -> None:
+    doc = agent("plain-" + accept_encoding, name="n" * (2 * COMPRESS_MIN_BYTES))
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "create", {"agent": doc}),
+        headers=headers(accept_encoding=accept_encoding),
+    )
+    assert response.status_code == 200
+    assert "content-encoding" not in response.headers
+
+
+def test_small_response_not_compressed(client: httpx.Client) -> None:
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=headers(accept_encoding="gzip"),
+    )
+    assert response.status_code == 200
+    assert "content-encoding" not in response.headers
+
+
+@pytest.mark.parametrize("body", [b"not gzip at all", gzip.compress(b"{}")[:-4]])
+def test_bad_gzip_is_invalid_argument(client: httpx.Client, body: bytes) -> None:
+    response = client.post(CALL_STORE_PATH, content=body, headers=headers(content_encoding="gzip"))
+    expect_error(response, 400, "invalid_argument")
+
+
+def test_unsupported_content_encoding_is_unimplemented(client: httpx.Client) -> None:
+    response = client.post(CALL_STORE_PATH, content=b"{}", headers=headers(content_encoding="br"))
+    expect_error(response, 501, "unimplemented")
+    assert response.headers["accept-encoding"] == "gzip"
+
+
+# -- bodies and limits ----------------------------------------------------------------
+
+
+def test_chunked_body_without_content_length(client: httpx.Client) -> None:
+    body = json_body("agents", "create", {"agent": agent("chunked-1")})
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(body), 7):
+            yield body[start : start + 7]
+
+    response = client.post(CALL_STORE_PATH, content=chunks(), headers=headers())
+    assert response.status_code == 200
+    assert response.json()["output"]["agentId"] == "chunked-1"
+
+
+def test_body_over_limit_is_resource_exhausted(client: httpx.Client) -> None:
+    doc = agent("too-big", name="x" * LIMIT)
+    response = client.post(
+        CALL_STORE_PATH, content=json_body("agents", "create", {"agent": doc}), headers=headers()
+    )
+    expect_error(response, 429, "resource_exhausted")
+
+
+def test_declared_length_over_limit_is_refused_before_reading(base_url: str) -> None:
+    answer = raw_exchange(base_url, raw_head(b"Content-Length: 1000000000000\r\n"))
+    assert answer.startswith(b"HTTP/1.1 429 "), answer
+
+
+def test_chunked_body_over_limit_is_refused_while_streaming(base_url: str) -> None:
+    chunk = b"%x\r\n%s\r\n" % (4096, b"x" * 4096)
+    # More than the limit, and never the terminating chunk: only a server that counts
+    # as it reads can answer.
+    answer = raw_exchange(
+        base_url, raw_head(b"Transfer-Encoding: chunked\r\n"), chunk * (LIMIT // 4096 + 2)
+    )
+    assert answer.startswith(b"HTTP/1.1 429 "), answer
+
+
+def test_gzip_bomb_is_resource_exhausted(client: httpx.Client) -> None:
+    bomb = gzip.compress(b" " * (LIMIT * 64))
+    assert len(bomb) < LIMIT
+    response = client.post(CALL_STORE_PATH, content=bomb, headers=headers(content_encoding="gzip"))
+    expect_error(response, 429, "resource_exhausted")
+
+
+# -- headers, routes, auth ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"connect_protocol_version": "2"},
+        {"connect_timeout_ms": "soon"},
+        {"connect_timeout_ms": "-5"},
+        {"connect_timeout_ms": "12345678901"},
+    ],
+    ids=["protocol-version", "timeout-text", "timeout-negative", "timeout-11-digits"],
+)
+def test_bad_connect_headers_are_invalid_argument(
+    client: httpx.Client, extra: dict[str, str]
+) -> None:
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=headers(**extra),
+    )
+    expect_error(response, 400, "invalid_argument")
+
+
+def test_protocol_version_header_is_optional(client: httpx.Client) -> None:
+    request_headers = headers()
+    del request_headers[b"connect-protocol-version"]
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=request_headers,
+    )
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "authorization", [None, "Bearer wrong", "Basic " + TOKEN, "Bearer", "Bearer " + TOKEN[:-1]]
+)
+def test_missing_or_wrong_token_is_unauthenticated(
+    client: httpx.Client, authorization: str | None
+) -> None:
+    request_headers = headers()
+    del request_headers[b"authorization"]
+    if authorization is not None:
+        request_headers[b"authorization"] = authorization.encode()
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=request_headers,
+    )
+    expect_error(response, 401, "unauthenticated")
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_bearer_scheme_is_case_insensitive(client: httpx.Client) -> None:
+    request_headers = headers()
+    request_headers[b"authorization"] = ("bearer " + TOKEN).encode()
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=request_headers,
+    )
+    assert response.status_code == 200
+
+
+def test_unknown_route_is_404(client: httpx.Client) -> None:
+    response = client.post(
+        "/sdk.v1.SdkStoreCallbackService/Other", content=b"{}", headers=headers()
+    )
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+def test_wrong_method_is_405_with_allow(client: httpx.Client, method: str) -> None:
+    response = client.request(method, CALL_STORE_PATH, headers=headers())
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/xml", "application/json; charset=latin-1", ""]
+)
+def test_unsupported_content_type_is_415(client: httpx.Client, content_type: str) -> None:
+    response = client.post(CALL_STORE_PATH, content=b"{}", headers=headers(content_type))
+    assert response.status_code == 415
+    assert response.headers["accept-post"] == "application/json, application/proto"
+
+
+# -- dispatch outcomes ----------------------------------------------------------------
+
+
+def test_unknown_substore_is_unimplemented(client: httpx.Client) -> None:
+    response = client.post(
+        CALL_STORE_PATH, content=json_body("sessions", "get", {}), headers=headers()
+    )
+    assert "sessions" in expect_error(response, 501, "unimplemented")
+
+
+def test_store_errors_pass_through_with_their_code(client: httpx.Client) -> None:
+    body = json_body("agents", "update", {"agent": agent("never-created")})
+    expect_error(client.post(CALL_STORE_PATH, content=body, headers=headers()), 404, "not_found")
+
+
+def test_deadline_exceeded(client: httpx.Client) -> None:
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": SLOW_AGENT}),
+        headers=headers(connect_timeout_ms="50"),
+    )
+    expect_error(response, 504, "deadline_exceeded")
+
+
+def test_generous_deadline_does_not_interfere(client: httpx.Client) -> None:
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "x"}),
+        headers=headers(connect_timeout_ms="60000"),
+    )
+    assert response.status_code == 200
+
+
+def test_backend_exception_is_internal_and_logged_without_secrets(
+    client: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    client.post(  # give the log something secret to leak, if it would
+        CALL_STORE_PATH,
+        content=json_body("agents", "create", {"agent": agent("secretive")}),
+        headers=headers(),
+    )
+    response = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": FAILING_AGENT}),
+        headers=headers(),
+    )
+    assert expect_error(response, 500, "internal") == "internal error"
+    assert "exploded" not in response.text
+    failures = [r for r in caplog.records if r.name == "bridge_store.connect"]
+    assert len(failures) == 1
+    assert failures[0].exc_info is not None
+    assert "agents.get" in failures[0].getMessage()
+    logged = caplog.text
+    assert "driver exploded" in logged  # the traceback is there for the operator
+    assert TOKEN not in logged
+    assert SECRET not in logged
