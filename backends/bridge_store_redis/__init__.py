@@ -1,1 +1,40 @@
-"""The redis backend (being written)."""
+"""The Redis backend (``redis://`` and ``rediss://``): every substore, with redis-py's
+asyncio client. Needs the ``redis`` extra; the URL format is in
+:mod:`bridge_store_redis.settings`, the key layout in :mod:`bridge_store_redis.keys`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bridge_store.errors import ConfigurationError
+from bridge_store.hookspecs import hookimpl
+
+from .settings import SCHEMES, parse_url
+
+if TYPE_CHECKING:
+    from .backend import RedisBackend
+
+INSTALL_HINT = "pip install 'bridge-store[redis]'"
+
+
+@hookimpl
+def bridge_store_url_schemes() -> list[str]:
+    return list(SCHEMES)
+
+
+@hookimpl
+def bridge_store_open_backend(url: str) -> RedisBackend | None:
+    settings = parse_url(url) if url.split(":", 1)[0] in SCHEMES else None
+    if settings is None:
+        return None
+    try:
+        # redis-py loads only when a Redis URL is chosen, and may be absent.
+        from .backend import RedisBackend
+    except ImportError as error:
+        if error.name is None or not error.name.startswith("redis"):
+            raise
+        raise ConfigurationError(
+            f"redis:// stores need redis-py, which is not installed: {INSTALL_HINT}"
+        ) from None
+    return RedisBackend(settings)

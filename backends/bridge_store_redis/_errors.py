@@ -1,0 +1,39 @@
+"""Redis failures as the Connect errors a client can act on."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bridge_store.errors import Code, ConnectError, unavailable
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def redis_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Report outages as ``unavailable`` (the call may be retried) instead of a trace.
+
+    Connection refused, reset or timed out, a server still loading its data set, no
+    free pooled connection, or a replica that cannot take writes: all mean "not now".
+    """
+
+    @functools.wraps(method)
+    async def mapped(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise unavailable(f"Redis is unavailable: {error}") from None
+        except ReadOnlyError:
+            raise unavailable("Redis is read-only (a replica, or a failover in progress)") from None
+        except OutOfMemoryError:
+            raise ConnectError(
+                Code.RESOURCE_EXHAUSTED, "Redis is out of memory (maxmemory reached)"
+            ) from None
+
+    return mapped

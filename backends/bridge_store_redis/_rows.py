@@ -1,0 +1,136 @@
+"""A table of rows in Redis: documents in one hash, ordered indexes in sorted sets.
+
+Agents, runs and checkpoints are all such tables; they differ only in how they encode
+their fields and index members (see :mod:`bridge_store_redis.keys`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from redis.asyncio import Redis
+
+from .keys import TOP, TableKeys
+from .scripts import Scripts
+
+#: Rows a delete-by-filter removes per script call: each call is atomic and leaves no
+#: orphan index entries, and a batch this size keeps Redis responsive meanwhile.
+DELETE_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Members of one index between two ZRANGE BYLEX bounds, and how to find their rows.
+
+    The row field of a member is ``before + member[skip:] + after``.
+    """
+
+    low: bytes
+    high: bytes
+    skip: int = 0
+    before: bytes = b""
+    after: bytes = b""
+
+    @classmethod
+    def starting_with(cls, prefix: bytes, **recipe: Any) -> Range:
+        """Every member that starts with ``prefix``."""
+        return cls(low=b"[" + prefix, high=b"[" + prefix + TOP, **recipe)
+
+    def with_low(self, low: bytes) -> Range:
+        return dataclasses.replace(self, low=low)
+
+    def args(self) -> list[bytes | int]:
+        return [self.low, self.high, self.skip, self.before, self.after]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    field: bytes
+    value: bytes | None
+
+
+class RowTable:
+    def __init__(self, client: Redis, keys: TableKeys, scripts: Scripts) -> None:
+        self._client = client
+        self._keys = keys
+        self._scripts = scripts
+
+    async def get(self, field: bytes) -> bytes | None:
+        return cast("bytes | None", await self._client.hget(self._keys.docs, field))
+
+    async def get_many(self, fields: Sequence[bytes]) -> list[bytes | None]:
+        if not fields:
+            return []
+        values = await self._client.hmget(self._keys.docs, list(fields))
+        return cast("list[bytes | None]", values)
+
+    async def existing(self, fields: Sequence[bytes]) -> list[bytes]:
+        """Those of ``fields`` that hold a row (without reading the documents)."""
+        if not fields:
+            return []
+        packed = cast(
+            "list[bytes | None]", await self._client.hmget(self._keys.members, list(fields))
+        )
+        return [field for field, value in zip(fields, packed, strict=True) if value is not None]
+
+    async def put(
+        self,
+        mode: Literal["create", "update"],
+        field: bytes,
+        value: bytes,
+        members: Sequence[bytes],
+    ) -> bool:
+        """Write a row and its index members; False if it exists (create) / is missing (update)."""
+        done = await self._scripts.put_row(
+            keys=self._keys.all(), args=[mode, field, value, *members]
+        )
+        return bool(done)
+
+    async def remove(
+        self, fields: Sequence[bytes], *, check: tuple[int, bytes] | None = None
+    ) -> None:
+        """Delete the given rows; with ``check=(index, prefix)`` only those whose member
+        of that index (1-based) starts with ``prefix``, decided atomically with the delete."""
+        index, prefix = check if check is not None else (0, b"")
+        for start in range(0, len(fields), DELETE_BATCH):
+            batch = fields[start : start + DELETE_BATCH]
+            await self._scripts.remove_rows(keys=self._keys.all(), args=[index, prefix, *batch])
+
+    async def remove_range(self, index: int, span: Range) -> None:
+        """Delete every row whose member of ``index`` (1-based) lies in ``span``."""
+        while True:
+            removed = await self._scripts.remove_range(
+                keys=self._keys.all(),
+                args=[index, span.low, span.high, span.skip, span.before, span.after, DELETE_BATCH],
+            )
+            if int(removed) < DELETE_BATCH:
+                return
+
+    async def read(
+        self,
+        index: int,
+        spans: Sequence[Range],
+        *,
+        limit: int,
+        reverse: bool = False,
+        fetch: bool = True,
+    ) -> list[list[Row]]:
+        """Up to ``limit`` rows of each span, in index order (descending if ``reverse``),
+        read in one atomic step; ``value`` is the document, or None when not fetched."""
+        if not spans:
+            return []
+        args: list[bytes | int] = [int(reverse), limit, int(fetch)]
+        for span in spans:
+            args.extend(span.args())
+        result: list[list[Any]] = await self._scripts.read_ranges(
+            keys=[self._keys.docs, self._keys.indexes[index - 1]], args=args
+        )
+        pages: list[list[Row]] = []
+        for found in result:
+            fields: list[bytes] = found[0]
+            values: list[bytes | None] = found[1] if len(found) > 1 else [None] * len(fields)
+            pages.append([Row(field, value) for field, value in zip(fields, values, strict=True)])
+        return pages

@@ -1,0 +1,75 @@
+"""The Redis backend: one connection pool, the scripts, the four substores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import Connection, SSLConnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from ._errors import redis_errors
+from .agents import RedisAgents
+from .checkpoints import RedisCheckpoints
+from .events import RedisRunEvents
+from .keys import KeySpace
+from .runs import RedisRuns
+from .scripts import Scripts
+from .settings import RedisSettings
+
+
+def _client(settings: RedisSettings) -> Redis:
+    tls: dict[str, Any] = dict(settings.tls_options)
+    pool = BlockingConnectionPool(
+        connection_class=SSLConnection if settings.tls else Connection,
+        host=settings.host,
+        port=settings.port,
+        db=settings.db,
+        username=settings.username,
+        password=settings.password,
+        socket_connect_timeout=settings.connect_timeout,
+        socket_timeout=settings.socket_timeout,
+        max_connections=settings.max_connections,
+        # How long a call waits for a free pooled connection before `unavailable`.
+        timeout=settings.socket_timeout,
+        # No automatic retries: a script whose reply was lost may have run, and running
+        # an append again would store the event twice. Failures surface as
+        # `unavailable`; a dead pooled connection is replaced on the next call.
+        retry=Retry(NoBackoff(), 0),
+        client_name=f"bridge-store:{settings.prefix}",
+        **tls,
+    )
+    return Redis(connection_pool=pool)
+
+
+class RedisBackend:
+    """Every substore in one Redis database, under one key prefix."""
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+        self.keys = KeySpace(settings.prefix)
+        # Creating the client opens no connection; the first command does.
+        self._client = _client(settings)
+        self._scripts = Scripts(self._client)
+        self.agents = RedisAgents(self._client, self.keys, self._scripts)
+        self.runs = RedisRuns(self._client, self.keys, self._scripts)
+        self.run_events = RedisRunEvents(
+            self._client, self.keys, self._scripts, ttl_seconds=settings.run_events_ttl
+        )
+        self.checkpoints = RedisCheckpoints(self._client, self.keys, self._scripts)
+
+    @redis_errors
+    async def start(self, *, migrate: bool) -> None:
+        """Check that Redis answers and load the scripts (there is no schema to migrate)."""
+        await self._scripts.load()
+
+    async def close(self) -> None:
+        await self._client.aclose()
+        await self._client.connection_pool.disconnect()
+
+    async def upgrade_schema(self) -> None:
+        """Redis keeps no schema."""
+
+    async def schema_revision(self) -> str | None:
+        return None

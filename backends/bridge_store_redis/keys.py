@@ -1,0 +1,116 @@
+"""The key layout and the byte encodings that make sorted-set members sort like rows.
+
+Every key starts with ``{<prefix>:<substore>}``: the braces are a Redis Cluster hash
+tag, so all keys of one substore under one prefix live in one slot and every Lua
+script (which only ever touches one substore) runs on one node. The four substores of
+a prefix hash to four slots, so a cluster can spread them over four shards.
+
+Index members are compared by Redis as raw bytes (``ZRANGE ... BYLEX``), so each sort
+key is encoded so that byte order equals the contract's order:
+
+- integers become 16 hex digits of ``n + 2**63`` (fixed width, so they compare like
+  numbers and need no separator);
+- a string that is followed by more key parts becomes its UTF-8 bytes with NUL escaped
+  as ``\\x00\\x01`` and ``\\x00\\x00`` appended: this keeps byte order (``\\x00\\x00`` sorts
+  below anything that could follow) and makes the encoding prefix-free, so "a" and
+  "ab" cannot collide;
+- the last part of a key stays raw UTF-8 (it needs no end marker).
+
+UTF-8 (even with ``surrogatepass``) never contains the byte ``0xFF``, so
+``prefix + b"\\xff"`` bounds from above every member that starts with ``prefix``.
+UTF-8 byte order equals code point order, which is how Python orders ``str``, so the
+order matches the reference backend's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bridge_store.substores import SUBSTORE_NAMES
+
+INT_WIDTH = 16
+_INT_OFFSET = 2**63
+_ESCAPED_NUL = b"\x00\x01"
+_END = b"\x00\x00"
+#: Sorts above every encoded member (see the module docstring).
+TOP = b"\xff"
+
+
+def utf8(text: str) -> bytes:
+    # surrogatepass: JSON may carry lone surrogates ("\ud800"), which are valid str.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def from_utf8(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def sortable_int(number: int) -> bytes:
+    return b"%016x" % (number + _INT_OFFSET)
+
+
+def terminated(text: str) -> bytes:
+    """``text`` as an order-preserving, prefix-free key part."""
+    return utf8(text).replace(b"\x00", _ESCAPED_NUL) + _END
+
+
+def split_terminated(data: bytes) -> tuple[str, bytes]:
+    """The string a :func:`terminated` part at the start of ``data`` holds, and the rest."""
+    index = 0
+    while True:
+        index = data.index(b"\x00", index)
+        if data[index + 1] == 0:
+            return from_utf8(data[:index].replace(_ESCAPED_NUL, b"\x00")), data[index + 2 :]
+        index += 2
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """The names of every key one prefix uses."""
+
+    prefix: str
+
+    def tag(self, substore: str) -> str:
+        return f"{{{self.prefix}:{substore}}}"
+
+    def patterns(self) -> list[str]:
+        """SCAN patterns matching every key of this prefix and nothing else.
+
+        Exact because prefixes hold neither braces nor glob characters: the keys of
+        prefix ``a:b`` (``{a:b:agents}...``) do not match prefix ``a``'s patterns.
+        """
+        return [f"{self.tag(substore)}*" for substore in SUBSTORE_NAMES]
+
+    # Row tables (agents, runs, checkpoints): a hash of documents, a hash of each row's
+    # index members (so updates and deletes can find the old ones), one zset per index.
+
+    def table(self, substore: str, indexes: tuple[str, ...]) -> TableKeys:
+        tag = self.tag(substore)
+        return TableKeys(
+            docs=f"{tag}:docs",
+            members=f"{tag}:members",
+            indexes=tuple(f"{tag}:by-{name}" for name in indexes),
+        )
+
+    # Run event logs: one stream and one idempotency-key hash per run, and a registry
+    # of the runs that have a log (so "delete every event" needs no SCAN).
+
+    def event_log(self, run_id: str) -> bytes:
+        return utf8(f"{self.tag('runEvents')}:log:") + utf8(run_id)
+
+    def event_keys(self, run_id: str) -> bytes:
+        return utf8(f"{self.tag('runEvents')}:keys:") + utf8(run_id)
+
+    def event_runs(self) -> str:
+        return f"{self.tag('runEvents')}:runs"
+
+
+@dataclass(frozen=True, slots=True)
+class TableKeys:
+    docs: str
+    members: str
+    indexes: tuple[str, ...]
+
+    def all(self) -> list[str]:
+        """The keys a row script takes, in the order the scripts expect."""
+        return [self.docs, self.members, *self.indexes]

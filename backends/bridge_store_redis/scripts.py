@@ -1,0 +1,187 @@
+"""The Lua scripts: every multi-key change is one script, so it is atomic.
+
+Scripts are loaded once at start and called by SHA (redis-py's ``AsyncScript`` reloads
+one transparently if the server forgot it, e.g. after a restart). Each script touches
+the keys of one substore only and is given all of them in ``KEYS`` (computed in
+Python), which is what Redis Cluster requires; none reads a key name out of data.
+
+Row tables (agents, runs, checkpoints) share one shape: ``KEYS[1]`` a hash of
+documents by row field, ``KEYS[2]`` a hash of each row's index members packed with
+cmsgpack, ``KEYS[3..]`` one sorted set per index (score 0, members ordered by bytes).
+Index number ``n`` (1-based) is ``KEYS[n + 2]``. Ranges over an index name the row a
+member belongs to by a recipe: ``field = before .. member:sub(skip + 1) .. after``.
+Lua compares nothing but bytes for equality here: its ``<`` on strings follows the
+server's locale, so ordering across ranges is left to Python.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+_DROP_ROW = """
+local function drop_row(field, members)
+  for n, member in ipairs(members) do
+    redis.call('ZREM', KEYS[n + 2], member)
+  end
+  redis.call('HDEL', KEYS[1], field)
+  redis.call('HDEL', KEYS[2], field)
+end
+"""
+
+#: ARGV: mode ('create' | 'update'), field, document, then one member per index.
+#: Returns 1, or 0 when the row exists (create) or is missing (update).
+PUT_ROW = """
+local field = ARGV[2]
+local packed = redis.call('HGET', KEYS[2], field)
+if packed then
+  if ARGV[1] == 'create' then return 0 end
+  for n, member in ipairs(cmsgpack.unpack(packed)) do
+    redis.call('ZREM', KEYS[n + 2], member)
+  end
+elseif ARGV[1] == 'update' then
+  return 0
+end
+local members = {}
+for i = 4, #ARGV do
+  redis.call('ZADD', KEYS[i - 1], 0, ARGV[i])
+  members[#members + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[1], field, ARGV[3])
+redis.call('HSET', KEYS[2], field, cmsgpack.pack(members))
+return 1
+"""
+
+#: ARGV: index number to check (0: none), the prefix that index's member must have,
+#: then the fields of the rows to delete. Returns how many rows were deleted.
+REMOVE_ROWS = (
+    _DROP_ROW
+    + """
+local check, wanted = tonumber(ARGV[1]), ARGV[2]
+local removed = 0
+for i = 3, #ARGV do
+  local packed = redis.call('HGET', KEYS[2], ARGV[i])
+  if packed then
+    local members = cmsgpack.unpack(packed)
+    if check == 0 or string.sub(members[check], 1, #wanted) == wanted then
+      drop_row(ARGV[i], members)
+      removed = removed + 1
+    end
+  end
+end
+return removed
+"""
+)
+
+#: ARGV: index number, min, max (ZRANGE BYLEX bounds), skip, before, after, batch size.
+#: Deletes up to a batch of rows whose member lies in the range; returns how many.
+REMOVE_RANGE = (
+    _DROP_ROW
+    + """
+local index, skip = tonumber(ARGV[1]), tonumber(ARGV[4])
+local members =
+  redis.call('ZRANGE', KEYS[index + 2], ARGV[2], ARGV[3], 'BYLEX', 'LIMIT', 0, ARGV[7])
+for _, member in ipairs(members) do
+  local field = ARGV[5] .. string.sub(member, skip + 1) .. ARGV[6]
+  drop_row(field, cmsgpack.unpack(redis.call('HGET', KEYS[2], field)))
+end
+return #members
+"""
+)
+
+#: KEYS[1]: documents hash, KEYS[2]: the index. ARGV: '1' for descending order, the
+#: limit per range, '1' to fetch documents, then per range: min, max, skip, before,
+#: after. Returns per range {fields, documents} (documents only when fetched), read
+#: in one step so a page never mixes index and document states.
+READ_RANGES = """
+local reverse, limit, fetch = ARGV[1] == '1', ARGV[2], ARGV[3] == '1'
+local result = {}
+for r = 4, #ARGV, 5 do
+  local members
+  if reverse then
+    members = redis.call('ZRANGE', KEYS[2], ARGV[r + 1], ARGV[r], 'BYLEX', 'REV', 'LIMIT', 0, limit)
+  else
+    members = redis.call('ZRANGE', KEYS[2], ARGV[r], ARGV[r + 1], 'BYLEX', 'LIMIT', 0, limit)
+  end
+  local skip, fields = tonumber(ARGV[r + 2]), {}
+  for i, member in ipairs(members) do
+    fields[i] = ARGV[r + 3] .. string.sub(member, skip + 1) .. ARGV[r + 4]
+  end
+  local rows = {fields}
+  if fetch and #fields > 0 then
+    rows[2] = redis.call('HMGET', KEYS[1], unpack(fields))
+  end
+  result[#result + 1] = rows
+end
+return result
+"""
+
+#: KEYS: the run's log stream, its idempotency-key hash, the registry of runs with logs.
+#: ARGV: run id, event body (JSON without seq/offset), idempotency key ('' for none),
+#: time to live in milliseconds ('0' for none).
+#: Returns {seq} for a new event, or {seq, body} of the event already stored under the key.
+#: The seq is the stream length plus one (entries are never removed one by one, only
+#: whole logs) and the entry id is "<seq>-0", so XRANGE reads by seq directly.
+APPEND_EVENT = """
+local key = ARGV[3]
+if key ~= '' then
+  local existing = redis.call('HGET', KEYS[2], key)
+  if existing then
+    local id = existing .. '-0'
+    local entry = redis.call('XRANGE', KEYS[1], id, id)
+    return {tonumber(existing), entry[1][2][2]}
+  end
+end
+local seq = redis.call('XLEN', KEYS[1]) + 1
+local seq_text = string.format('%d', seq)
+redis.call('XADD', KEYS[1], seq_text .. '-0', 'e', ARGV[2])
+if key ~= '' then
+  redis.call('HSET', KEYS[2], key, seq_text)
+end
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  -- The registry entry lives as long as the log; entries of logs that have expired
+  -- are pruned here, so the registry does not collect them.
+  redis.call('ZADD', KEYS[3], now_ms + ttl, ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now_ms)
+else
+  -- A log may carry a TTL from a server configured with retention: drop it, since
+  -- this server promises to keep the log.
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+  redis.call('ZADD', KEYS[3], 'inf', ARGV[1])
+end
+return {seq}
+"""
+
+#: KEYS[1]: the registry; then per run its log and idempotency-key hash.
+#: ARGV: the run ids, in the same order.
+DELETE_EVENT_LOGS = """
+for i, run_id in ipairs(ARGV) do
+  redis.call('DEL', KEYS[2 * i], KEYS[2 * i + 1])
+  redis.call('ZREM', KEYS[1], run_id)
+end
+"""
+
+ALL = (PUT_ROW, REMOVE_ROWS, REMOVE_RANGE, READ_RANGES, APPEND_EVENT, DELETE_EVENT_LOGS)
+
+
+class Scripts:
+    """The scripts registered on one client; callables that run them by SHA."""
+
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self.put_row = client.register_script(PUT_ROW)
+        self.remove_rows = client.register_script(REMOVE_ROWS)
+        self.remove_range = client.register_script(REMOVE_RANGE)
+        self.read_ranges = client.register_script(READ_RANGES)
+        self.append_event = client.register_script(APPEND_EVENT)
+        self.delete_event_logs = client.register_script(DELETE_EVENT_LOGS)
+
+    async def load(self) -> None:
+        """Load every script into the server's cache (once; they are then called by SHA)."""
+        for source in ALL:
+            await self._client.script_load(source)

@@ -1,0 +1,161 @@
+"""What a ``redis://`` / ``rediss://`` store URL says, checked before anything connects.
+
+``redis[s]://[[user]:password@]host[:port][/db][?param=value&...]`` with these
+parameters, all optional:
+
+- ``prefix``: the key namespace (default ``bridge-store``); several teams or
+  environments share one Redis by choosing different prefixes.
+- ``run_events_ttl``: seconds; when set, a run's event log expires that long after its
+  last append (off by default).
+- ``socket_connect_timeout``, ``socket_timeout``: seconds (defaults 2 and 5): how long
+  a call waits for Redis before failing with ``unavailable``.
+- ``max_connections``: the connection pool size (default 50); calls beyond it wait for
+  a free connection up to ``socket_timeout``.
+- ``rediss://`` only: ``ssl_cert_reqs`` (``required``/``optional``/``none``),
+  ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``.
+
+Nothing here imports redis-py, so a bad URL is reported even without the extra.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from bridge_store.errors import ConfigurationError
+
+SCHEMES = ("redis", "rediss")
+DEFAULT_PREFIX = "bridge-store"
+DEFAULT_CONNECT_TIMEOUT = 2.0
+DEFAULT_SOCKET_TIMEOUT = 5.0
+DEFAULT_MAX_CONNECTIONS = 50
+
+#: Prefixes end up inside hash tags (``{prefix:substore}``) and SCAN patterns, so
+#: braces and glob characters are out.
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}")
+_TLS_PARAMS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")
+_CERT_REQS = ("required", "optional", "none")
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSettings:
+    """A parsed store URL: where Redis is, and how this backend uses it."""
+
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+    tls: bool
+    prefix: str = DEFAULT_PREFIX
+    run_events_ttl: int | None = None
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: Extra keyword arguments for redis-py's SSL connection (``rediss://`` only).
+    tls_options: dict[str, str | bool] = field(default_factory=dict)
+
+
+def parse_url(url: str) -> RedisSettings:
+    """The settings a ``redis://`` or ``rediss://`` URL describes; ConfigurationError if bad."""
+    parts = urlsplit(url)
+    if parts.scheme not in SCHEMES:
+        raise ConfigurationError(f"not a Redis URL: {parts.scheme}://")
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise ConfigurationError("the Redis URL has an invalid port") from None
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    params = dict(pairs)
+    if len(params) != len(pairs):
+        raise ConfigurationError("a Redis URL parameter is given twice")
+    tls = parts.scheme == "rediss"
+    settings = RedisSettings(
+        host=parts.hostname or "localhost",
+        port=port,
+        db=_db(parts.path),
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        tls=tls,
+        prefix=_prefix(params.pop("prefix", DEFAULT_PREFIX)),
+        run_events_ttl=_ttl(params.pop("run_events_ttl", None)),
+        connect_timeout=_seconds(params, "socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+        socket_timeout=_seconds(params, "socket_timeout", DEFAULT_SOCKET_TIMEOUT),
+        max_connections=_positive_int(params, "max_connections", DEFAULT_MAX_CONNECTIONS),
+        tls_options=_tls_options(params) if tls else {},
+    )
+    if params:
+        unknown = ", ".join(sorted(params))
+        raise ConfigurationError(f"unknown Redis URL parameter(s): {unknown}")
+    return settings
+
+
+def _db(path: str) -> int:
+    number = path.strip("/")
+    if not number:
+        return 0
+    if not number.isascii() or not number.isdigit():
+        raise ConfigurationError(f"the Redis URL path must be a database number, not {path!r}")
+    return int(number)
+
+
+def _prefix(value: str) -> str:
+    if not _PREFIX.fullmatch(value):
+        raise ConfigurationError(
+            "the Redis key prefix must be 1-100 characters of letters, digits and ._:/- "
+            f"starting with a letter or digit, not {value!r}"
+        )
+    return value
+
+
+def _ttl(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(
+            f"run_events_ttl must be a positive whole number of seconds, not {value!r}"
+        )
+    return int(value)
+
+
+def _seconds(params: dict[str, str], name: str, default: float) -> float:
+    raw = params.pop(name, None)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def _positive_int(params: dict[str, str], name: str, default: int) -> int:
+    raw = params.pop(name, None)
+    if raw is None:
+        return default
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
+def _tls_options(params: dict[str, str]) -> dict[str, str | bool]:
+    options: dict[str, str | bool] = {}
+    for name in _TLS_PARAMS:
+        if name in params:
+            options[name] = params.pop(name)
+    if "ssl_cert_reqs" in params:
+        reqs = params.pop("ssl_cert_reqs")
+        if reqs not in _CERT_REQS:
+            raise ConfigurationError(f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
+        options["ssl_cert_reqs"] = reqs
+    if "ssl_check_hostname" in params:
+        raw = params.pop("ssl_check_hostname").lower()
+        if raw not in _BOOLEANS:
+            raise ConfigurationError("ssl_check_hostname must be true or false")
+        options["ssl_check_hostname"] = _BOOLEANS[raw]
+    return options

@@ -1,0 +1,137 @@
+"""Redis fixtures: fresh key prefixes on the machine's Redis, and private servers.
+
+``make_redis_url()`` is what most tests want: each call returns a store URL on the
+machine's Redis (``BRIDGE_STORE_TEST_REDIS_URL``, default ``redis://127.0.0.1:6379/0``)
+under a new unique key prefix; every key of every prefix handed out is deleted at
+teardown. Keyword arguments become URL parameters (``make_redis_url(run_events_ttl="60")``).
+
+``redis_server`` starts a private ``redis-server`` on a free loopback port for tests
+that must stop Redis or see every key in it; the machine's Redis is shared with other
+tests and is never stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+import redis
+
+from bridge_store_redis.keys import KeySpace
+
+MACHINE_REDIS_URL = os.environ.get("BRIDGE_STORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+START_TIMEOUT_SECONDS = 20.0
+
+MakeRedisUrl = Callable[..., str]
+
+
+def delete_prefix(client: redis.Redis, prefix: str) -> int:
+    """Delete every key of ``prefix``; returns how many there were."""
+    deleted = 0
+    for pattern in KeySpace(prefix).patterns():
+        for key in client.scan_iter(match=pattern, count=1000):
+            deleted += int(client.unlink(key))
+    return deleted
+
+
+@pytest.fixture
+def make_redis_url() -> Iterator[MakeRedisUrl]:
+    """A factory of store URLs on the machine's Redis, each under a new key prefix."""
+    client = redis.Redis.from_url(MACHINE_REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as error:
+        client.close()
+        pytest.fail(f"the machine's Redis at {MACHINE_REDIS_URL} is not reachable: {error}")
+    prefixes: list[str] = []
+
+    def make(**params: str) -> str:
+        prefix = f"bridge-store-test-{secrets.token_hex(6)}"
+        prefixes.append(prefix)
+        return f"{MACHINE_REDIS_URL}?{urlencode({'prefix': prefix, **params})}"
+
+    try:
+        yield make
+    finally:
+        for prefix in prefixes:
+            delete_prefix(client, prefix)
+        client.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class RedisServer:
+    """A private ``redis-server`` process that a test may stop and start again."""
+
+    port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
+    def start(self) -> None:
+        """Start (again) on the same port, with nothing persisted."""
+        executable = shutil.which("redis-server")
+        if executable is None:
+            pytest.fail("redis-server is not installed")
+        self.process = subprocess.Popen(
+            [
+                executable,
+                "--port", str(self.port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        with self.client() as client:
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.ConnectionError:
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"redis-server did not start on port {self.port}"
+                        ) from None
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=START_TIMEOUT_SECONDS)
+        self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private, empty redis-server on a free port, stopped at teardown."""
+    server = RedisServer(port=free_port(), directory=tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
