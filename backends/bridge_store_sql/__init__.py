@@ -1,1 +1,34 @@
-"""The sql backend (being written)."""
+"""The SQL backend: SQLite (the embedded default) and Postgres, on SQLAlchemy 2 async.
+
+``sqlite:///relative.db``, ``sqlite:////abs/path.db`` (also ``sqlite+aiosqlite://``);
+``postgresql://user@host/db`` (also ``postgres://``, ``postgresql+asyncpg://``, with
+pool parameters in the query, see :mod:`bridge_store_sql.settings`). The schema is
+managed by the alembic migrations shipped in ``bridge_store_migrations``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from bridge_store.hookspecs import hookimpl
+
+from .backend import SqlBackend
+from .engine import PostgresDatabase, SqliteDatabase
+from .settings import POSTGRES_SCHEMES, SQLITE_SCHEMES, parse_postgres, parse_sqlite
+
+__all__ = ["SqlBackend"]
+
+
+@hookimpl
+def bridge_store_url_schemes() -> list[str]:
+    return [*SQLITE_SCHEMES, *POSTGRES_SCHEMES]
+
+
+@hookimpl
+def bridge_store_open_backend(url: str) -> SqlBackend | None:
+    scheme = urlsplit(url).scheme
+    if scheme in SQLITE_SCHEMES:
+        return SqlBackend(SqliteDatabase(parse_sqlite(url)))
+    if scheme in POSTGRES_SCHEMES:
+        return SqlBackend(PostgresDatabase(parse_postgres(url)))
+    return None

@@ -1,0 +1,99 @@
+"""The agents substore."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bridge_store.errors import already_exists, not_found
+from bridge_store.substores import AgentPosition
+from bridge_store.types import Document
+
+from . import documents, keyset
+from .engine import Database
+from .tables import agents as t
+from .upsert import insert_if_absent
+
+
+def _row(agent: Document) -> dict[str, object]:
+    return {
+        "agent_id": agent["agentId"],
+        "cwd": agent["cwd"],
+        "updated_at": agent["updatedAt"],
+        "doc": documents.dump(agent),
+    }
+
+
+def _matching(agent_ids: Sequence[str] | None, cwd: str | None) -> list[sa.ColumnElement[bool]]:
+    conditions: list[sa.ColumnElement[bool]] = []
+    if agent_ids is not None:
+        conditions.append(t.c.agent_id.in_(agent_ids))
+    if cwd is not None:
+        conditions.append(t.c.cwd == cwd)
+    return conditions
+
+
+def list_query(
+    *, cwd: str | None, after: AgentPosition | None, limit: int
+) -> sa.Select[tuple[str]]:
+    """Newest first; with ``cwd`` the (cwd, updated_at, agent_id) index serves it."""
+    query = sa.select(t.c.doc).where(*_matching(None, cwd))
+    if after is not None:
+        query = query.where(
+            keyset.after(
+                (t.c.updated_at, t.c.agent_id),
+                (after.updated_at, after.agent_id),
+                pinned={},
+                descending=True,
+            )
+        )
+    return query.order_by(t.c.updated_at.desc(), t.c.agent_id.desc()).limit(limit)
+
+
+class SqlAgents:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, agent_id: str) -> Document | None:
+        async def work(conn: AsyncConnection) -> str | None:
+            return await conn.scalar(sa.select(t.c.doc).where(t.c.agent_id == agent_id))
+
+        text = await self._db.read(work, what="agents.get")
+        return documents.load(text) if text is not None else None
+
+    async def create(self, agent: Document) -> Document:
+        async def work(conn: AsyncConnection) -> bool:
+            return await insert_if_absent(conn, t, _row(agent))
+
+        if not await self._db.write(work, what="agents.create", atomic=False, retry=False):
+            raise already_exists(f"agent {agent['agentId']} already exists")
+        return agent
+
+    async def update(self, agent: Document) -> Document:
+        row = _row(agent)
+        statement = sa.update(t).where(t.c.agent_id == row.pop("agent_id")).values(**row)
+
+        async def work(conn: AsyncConnection) -> int:
+            return (await conn.execute(statement)).rowcount
+
+        if not await self._db.write(work, what="agents.update", atomic=False, retry=True):
+            raise not_found(f"agent {agent['agentId']} not found")
+        return agent
+
+    async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(sa.delete(t).where(*_matching(agent_ids, cwd)))
+
+        await self._db.write(work, what="agents.delete", atomic=False, retry=True)
+
+    async def list(
+        self, *, cwd: str | None, after: AgentPosition | None, limit: int
+    ) -> list[Document]:
+        query = list_query(cwd=cwd, after=after, limit=limit)
+
+        async def work(conn: AsyncConnection) -> list[str]:
+            return list(await conn.scalars(query))
+
+        return [documents.load(text) for text in await self._db.read(work, what="agents.list")]

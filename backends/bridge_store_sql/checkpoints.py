@@ -1,0 +1,112 @@
+"""The checkpoints substore: content-addressed blobs per agent.
+
+Blobs are bytes in a binary column (``bytea`` / SQLite BLOB): the bytes the contract
+layer decoded go to the driver as they are and come back as one ``bytes`` object, with
+no base64 or hex round in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bridge_store.errors import already_exists, not_found
+from bridge_store.substores import BlobRef
+
+from . import keyset
+from .engine import Database
+from .tables import checkpoint_blobs as t
+from .upsert import insert_if_absent
+
+
+def _matching(
+    agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
+) -> list[sa.ColumnElement[bool]]:
+    conditions: list[sa.ColumnElement[bool]] = []
+    if agent_ids is not None:
+        conditions.append(t.c.agent_id.in_(agent_ids))
+    if blob_ids is not None:
+        conditions.append(t.c.blob_id.in_(blob_ids))
+    return conditions
+
+
+def list_query(
+    *,
+    agent_ids: Sequence[str] | None,
+    blob_ids: Sequence[str] | None,
+    after: BlobRef | None,
+    limit: int,
+) -> sa.Select[tuple[str, str]]:
+    """Blob refs in (blob_id, agent_id) order; by one agent the primary key serves it."""
+    query = sa.select(t.c.blob_id, t.c.agent_id).where(*_matching(agent_ids, blob_ids))
+    if after is not None:
+        pinned: dict[str, str] = {}
+        if agent_ids is not None and len(agent_ids) == 1:
+            pinned["agent_id"] = agent_ids[0]
+        if blob_ids is not None and len(blob_ids) == 1:
+            pinned["blob_id"] = blob_ids[0]
+        query = query.where(
+            keyset.after(
+                (t.c.blob_id, t.c.agent_id), (after.blob_id, after.agent_id), pinned=pinned
+            )
+        )
+    return query.order_by(t.c.blob_id, t.c.agent_id).limit(limit)
+
+
+class SqlCheckpoints:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, agent_id: str, blob_id: str) -> bytes | None:
+        query = sa.select(t.c.data).where(t.c.agent_id == agent_id, t.c.blob_id == blob_id)
+
+        async def work(conn: AsyncConnection) -> bytes | None:
+            return await conn.scalar(query)
+
+        return await self._db.read(work, what="checkpoints.get")
+
+    async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
+        row = {"agent_id": agent_id, "blob_id": blob_id, "data": data}
+
+        async def work(conn: AsyncConnection) -> bool:
+            return await insert_if_absent(conn, t, row)
+
+        if not await self._db.write(work, what="checkpoints.create", atomic=False, retry=False):
+            raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
+
+    async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
+        statement = (
+            sa.update(t).where(t.c.agent_id == agent_id, t.c.blob_id == blob_id).values(data=data)
+        )
+
+        async def work(conn: AsyncConnection) -> int:
+            return (await conn.execute(statement)).rowcount
+
+        if not await self._db.write(work, what="checkpoints.update", atomic=False, retry=True):
+            raise not_found(f"checkpoint blob {blob_id} of agent {agent_id} not found")
+
+    async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
+        statement = sa.delete(t).where(*_matching(agent_ids, blob_ids))
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(statement)
+
+        await self._db.write(work, what="checkpoints.delete", atomic=False, retry=True)
+
+    async def list(
+        self,
+        *,
+        agent_ids: Sequence[str] | None,
+        blob_ids: Sequence[str] | None,
+        after: BlobRef | None,
+        limit: int,
+    ) -> list[BlobRef]:
+        query = list_query(agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit)
+
+        async def work(conn: AsyncConnection) -> list[BlobRef]:
+            rows = await conn.execute(query)
+            return [BlobRef(blob_id=row.blob_id, agent_id=row.agent_id) for row in rows]
+
+        return await self._db.read(work, what="checkpoints.list")

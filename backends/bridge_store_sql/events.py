@@ -1,0 +1,184 @@
+"""The runEvents substore: the append-only log, and the hot path.
+
+seq comes from a per-run counter row that every append bumps in the same transaction
+as it inserts the event. Racing appends to one run queue on that row's lock and get
+consecutive numbers; an append that fails rolls its bump back, so the log has no gaps.
+Uniqueness of (run_id, seq) and (run_id, idempotency_key) is enforced by the database,
+so no interleaving of processes can store a duplicate.
+
+On Postgres the bump, the duplicate-key check and the insert are one statement run in
+autocommit: one round trip per append. On SQLite (no data-modifying CTEs, but writers
+are serialized anyway) they are three statements in one ``BEGIN IMMEDIATE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+import sqlalchemy.exc as sa_exc
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bridge_store.contract import stored_event
+from bridge_store.types import Document
+
+from . import documents
+from .engine import Database
+from .tables import run_event_counters as counters
+from .tables import run_events as t
+from .upsert import dialect_insert
+
+_APPEND = sa.text(
+    """
+    WITH counter AS (
+        INSERT INTO run_event_counters AS c (run_id, last_seq) VALUES (:run_id, 1)
+        ON CONFLICT (run_id) DO UPDATE SET last_seq = c.last_seq + 1
+        RETURNING last_seq
+    )
+    INSERT INTO run_events (run_id, seq, idempotency_key, doc)
+    SELECT :run_id, last_seq, NULL, :doc FROM counter
+    RETURNING seq, doc
+    """
+).columns(seq=sa.BigInteger(), doc=sa.Text())
+
+# With a key, a retry of an append that already happened is answered by the same single
+# statement: the counter is only bumped when no event holds the key yet.
+_APPEND_WITH_KEY = sa.text(
+    """
+    WITH existing AS (
+        SELECT seq, doc FROM run_events WHERE run_id = :run_id AND idempotency_key = :key
+    ), counter AS (
+        INSERT INTO run_event_counters AS c (run_id, last_seq)
+        SELECT :run_id, 1 WHERE NOT EXISTS (SELECT FROM existing)
+        ON CONFLICT (run_id) DO UPDATE SET last_seq = c.last_seq + 1
+        RETURNING last_seq
+    ), appended AS (
+        INSERT INTO run_events (run_id, seq, idempotency_key, doc)
+        SELECT :run_id, last_seq, :key, :doc FROM counter
+        RETURNING seq, doc
+    )
+    SELECT seq, doc FROM appended
+    UNION ALL
+    SELECT seq, doc FROM existing
+    """
+).columns(seq=sa.BigInteger(), doc=sa.Text())
+
+
+def _by_key(run_id: str, key: str) -> sa.Select[tuple[int, str]]:
+    return sa.select(t.c.seq, t.c.doc).where(t.c.run_id == run_id, t.c.idempotency_key == key)
+
+
+def list_query(run_id: str, *, after_seq: int, limit: int) -> sa.Select[tuple[int, str]]:
+    """A primary-key range scan: (run_id, seq) > (run_id, after_seq)."""
+    return (
+        sa.select(t.c.seq, t.c.doc)
+        .where(t.c.run_id == run_id, t.c.seq > after_seq)
+        .order_by(t.c.seq)
+        .limit(limit)
+    )
+
+
+async def _append_postgres(conn: AsyncConnection, event: Document, doc: str) -> tuple[int, str]:
+    key = event["idempotencyKey"]
+    params: dict[str, Any] = {"run_id": event["runId"], "doc": doc}
+    if key is None:
+        row = (await conn.execute(_APPEND, params)).one()
+    else:
+        row = (await conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
+    return row.seq, row.doc
+
+
+async def _append_sqlite(conn: AsyncConnection, event: Document, doc: str) -> tuple[int, str]:
+    run_id, key = event["runId"], event["idempotencyKey"]
+    if key is not None:
+        existing = (await conn.execute(_by_key(run_id, key))).one_or_none()
+        if existing is not None:
+            return existing.seq, existing.doc
+    bump = (
+        dialect_insert(conn, counters)
+        .values(run_id=run_id, last_seq=1)
+        .on_conflict_do_update(
+            index_elements=[counters.c.run_id], set_={"last_seq": counters.c.last_seq + 1}
+        )
+        .returning(counters.c.last_seq)
+    )
+    seq: int = (await conn.execute(bump)).scalar_one()
+    await conn.execute(sa.insert(t).values(run_id=run_id, seq=seq, idempotency_key=key, doc=doc))
+    return seq, doc
+
+
+class SqlRunEvents:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def append(self, event: Document) -> Document:
+        doc = documents.dump(event)
+        run_id, key = event["runId"], event["idempotencyKey"]
+        append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
+
+        async def work(conn: AsyncConnection) -> tuple[int, str]:
+            return await append(conn, event, doc)
+
+        try:
+            seq, stored = await self._db.write(
+                work, what="runEvents.append", atomic=False, retry=key is not None
+            )
+        except sa_exc.IntegrityError:
+            # Only a racing append with the same key, committed between our duplicate
+            # check and our insert, gets here: our statement (and its counter bump) was
+            # rolled back; the winner's event is the answer.
+            if key is None:
+                raise
+
+            async def winner(conn: AsyncConnection) -> tuple[int, str] | None:
+                row = (await conn.execute(_by_key(run_id, key))).one_or_none()
+                return (row.seq, row.doc) if row is not None else None
+
+            found = await self._db.read(winner, what="runEvents.append")
+            if found is None:
+                raise
+            seq, stored = found
+        return stored_event(documents.load(stored), seq)
+
+    async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
+        query = list_query(run_id, after_seq=after_seq, limit=limit)
+
+        async def work(conn: AsyncConnection) -> list[tuple[int, str]]:
+            return [(row.seq, row.doc) for row in await conn.execute(query)]
+
+        rows = await self._db.read(work, what="runEvents.list")
+        return [stored_event(documents.load(doc), seq) for seq, doc in rows]
+
+    async def delete(self, run_ids: Sequence[str] | None) -> None:
+        async def work(conn: AsyncConnection) -> None:
+            if self._db.dialect == "sqlite":
+                # Writers are serialized: nothing can append between the two deletes.
+                await conn.execute(sa.delete(t).where(*_runs(t, run_ids)))
+                await conn.execute(sa.delete(counters).where(*_runs(counters, run_ids)))
+                return
+            # Deleting the counters first locks those runs: appends to them wait for our
+            # commit. The events are then deleted in a fresh snapshot (READ COMMITTED)
+            # that holds every event appended before the lock, and only for the runs
+            # whose counter we hold, so an append that starts meanwhile to a run we
+            # did not lock keeps both its event and its counter.
+            locked = list(
+                await conn.scalars(
+                    sa.delete(counters)
+                    .where(*_runs(counters, run_ids))
+                    .returning(counters.c.run_id)
+                )
+            )
+            if locked:
+                await conn.execute(
+                    sa.delete(t).where(
+                        t.c.run_id == sa.any_(sa.literal(locked, postgresql.ARRAY(sa.Text())))
+                    )
+                )
+
+        await self._db.write(work, what="runEvents.delete", atomic=True, retry=True)
+
+
+def _runs(table: sa.Table, run_ids: Sequence[str] | None) -> list[sa.ColumnElement[bool]]:
+    return [] if run_ids is None else [table.c.run_id.in_(run_ids)]

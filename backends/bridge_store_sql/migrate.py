@@ -1,0 +1,55 @@
+"""Alembic, driven programmatically over a connection the backend already holds.
+
+The scripts ship as the ``bridge_store_migrations`` package, found with
+:mod:`importlib.resources`, so an installed bridge-store needs no alembic.ini and no
+source checkout. The caller runs :func:`upgrade` inside a write transaction that
+serializes concurrent upgrades (an advisory lock on Postgres, ``BEGIN IMMEDIATE`` on
+SQLite), so several servers starting against one empty database agree on one schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+from collections.abc import Iterator
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
+
+from .tables import VERSION_TABLE
+
+MIGRATIONS_PACKAGE = "bridge_store_migrations"
+
+
+@contextlib.contextmanager
+def _config(connection: Connection | None = None) -> Iterator[Config]:
+    resource = importlib.resources.files(MIGRATIONS_PACKAGE)
+    # as_file gives alembic the real directory it needs even from a zipped install.
+    with importlib.resources.as_file(resource) as location:
+        config = Config()
+        config.set_main_option("script_location", str(location))
+        config.attributes["connection"] = connection
+        yield config
+
+
+def head_revision() -> str:
+    with _config() as config:
+        head = ScriptDirectory.from_config(config).get_current_head()
+    if head is None:
+        raise RuntimeError(f"{MIGRATIONS_PACKAGE} holds no migrations")
+    return head
+
+
+def upgrade(connection: Connection) -> None:
+    """Upgrade to head over ``connection`` (sync; call through ``run_sync``)."""
+    with _config(connection) as config:
+        command.upgrade(config, "head")
+
+
+def current_revision(connection: Connection) -> str | None:
+    """The revision the database is at, or None if it was never migrated."""
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()

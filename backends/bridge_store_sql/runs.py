@@ -1,0 +1,127 @@
+"""The runs substore."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bridge_store.errors import already_exists, not_found
+from bridge_store.substores import RunPosition
+from bridge_store.types import Document
+
+from . import documents, keyset
+from .engine import Database
+from .tables import runs as t
+from .upsert import insert_if_absent
+
+
+def _row(run: Document) -> dict[str, Any]:
+    return {
+        "agent_id": run["agentId"],
+        "run_id": run["runId"],
+        "turn_number": run["turnNumber"],
+        "doc": documents.dump(run),
+    }
+
+
+def _matching(
+    agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None
+) -> list[sa.ColumnElement[bool]]:
+    conditions: list[sa.ColumnElement[bool]] = []
+    if agent_ids is not None:
+        conditions.append(t.c.agent_id.in_(agent_ids))
+    if run_ids is not None:
+        conditions.append(t.c.run_id.in_(run_ids))
+    return conditions
+
+
+def list_query(
+    *,
+    agent_ids: Sequence[str] | None,
+    run_ids: Sequence[str] | None,
+    after: RunPosition | None,
+    limit: int,
+) -> sa.Select[tuple[str]]:
+    """Runs in (turn_number, run_id, agent_id) order.
+
+    Unfiltered, by one agent or by one run id, an index holds the rows in list order
+    (see tables.py), so a page reads ``limit`` index entries wherever the cursor is.
+    """
+    query = sa.select(t.c.doc).where(*_matching(agent_ids, run_ids))
+    if after is not None:
+        pinned: dict[str, str] = {}
+        if agent_ids is not None and len(agent_ids) == 1:
+            pinned["agent_id"] = agent_ids[0]
+        if run_ids is not None and len(run_ids) == 1:
+            pinned["run_id"] = run_ids[0]
+        query = query.where(
+            keyset.after(
+                (t.c.turn_number, t.c.run_id, t.c.agent_id),
+                (after.turn_number, after.run_id, after.agent_id),
+                pinned=pinned,
+            )
+        )
+    return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(limit)
+
+
+class SqlRuns:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, agent_id: str, run_id: str) -> Document | None:
+        query = sa.select(t.c.doc).where(t.c.agent_id == agent_id, t.c.run_id == run_id)
+
+        async def work(conn: AsyncConnection) -> str | None:
+            return await conn.scalar(query)
+
+        text = await self._db.read(work, what="runs.get")
+        return documents.load(text) if text is not None else None
+
+    async def create(self, run: Document) -> Document:
+        async def work(conn: AsyncConnection) -> bool:
+            return await insert_if_absent(conn, t, _row(run))
+
+        if not await self._db.write(work, what="runs.create", atomic=False, retry=False):
+            raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
+        return run
+
+    async def update(self, run: Document) -> Document:
+        row = _row(run)
+        statement = (
+            sa.update(t)
+            .where(t.c.agent_id == row.pop("agent_id"), t.c.run_id == row.pop("run_id"))
+            .values(**row)
+        )
+
+        async def work(conn: AsyncConnection) -> int:
+            return (await conn.execute(statement)).rowcount
+
+        if not await self._db.write(work, what="runs.update", atomic=False, retry=True):
+            raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
+        return run
+
+    async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
+        statement = sa.delete(t).where(*_matching(agent_ids, run_ids))
+
+        async def work(conn: AsyncConnection) -> None:
+            await conn.execute(statement)
+
+        await self._db.write(work, what="runs.delete", atomic=False, retry=True)
+
+    async def list(
+        self,
+        *,
+        agent_ids: Sequence[str] | None,
+        run_ids: Sequence[str] | None,
+        after: RunPosition | None,
+        limit: int,
+    ) -> list[Document]:
+        query = list_query(agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit)
+
+        async def work(conn: AsyncConnection) -> list[str]:
+            return list(await conn.scalars(query))
+
+        return [documents.load(text) for text in await self._db.read(work, what="runs.list")]

@@ -1,0 +1,181 @@
+"""Store URLs the SQL backend accepts, parsed into connection settings.
+
+SQLite: ``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` (``sqlite+aiosqlite``
+too), with an optional ``busy_timeout`` in milliseconds.
+
+Postgres: ``postgresql://``, ``postgres://`` or ``postgresql+asyncpg://`` URLs. The pool
+and timeout parameters below are taken out of the query; everything else (``sslmode``,
+``sslrootcert``, ``sslcert``, ``sslkey``, ``application_name``...) stays in the DSN that
+asyncpg parses itself, the way libpq would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from bridge_store.errors import ConfigurationError
+
+SQLITE_SCHEMES = ("sqlite", "sqlite+aiosqlite")
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteSettings:
+    path: Path
+    #: How long a writer waits for another process's write transaction to finish.
+    busy_timeout_ms: int = 30_000
+    #: Reader connections; writes always go through one connection.
+    read_pool_size: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    """Where and how to connect; ``dsn`` is a plain ``postgresql://`` URL for asyncpg."""
+
+    dsn: str
+    pool_size: int = 5
+    max_overflow: int = 5
+    #: Seconds to wait for a free pooled connection before answering ``unavailable``.
+    pool_timeout: float = 10.0
+    #: Replace connections older than this many seconds (-1: never).
+    pool_recycle: int = 1800
+    #: Ping every connection on checkout. Off by default: it doubles the round trips of
+    #: every call; connections closed while idle are caught without it.
+    pool_pre_ping: bool = False
+    connect_timeout: float = 5.0
+    #: Seconds one statement may run before it is cancelled (``unavailable``).
+    command_timeout: float = 60.0
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    return number
+
+
+def _non_negative_int(name: str, value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ConfigurationError(f"{name} must be an integer >= 0, got {value!r}")
+    return number
+
+
+def _recycle(name: str, value: str) -> int:
+    return -1 if value.strip() == "-1" else _positive_int(name, value)
+
+
+def _seconds(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def _boolean(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"{name} must be true or false, got {value!r}")
+
+
+#: Query parameters the backend consumes; the rest go to asyncpg in the DSN.
+_OWN_PARAMETERS = frozenset(
+    {
+        "pool_size",
+        "max_overflow",
+        "pool_timeout",
+        "pool_recycle",
+        "pool_pre_ping",
+        "connect_timeout",
+        "command_timeout",
+    }
+)
+
+
+def _query(query: str, url_for_errors: str) -> dict[str, str]:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigurationError(f"cannot parse the query of {url_for_errors}") from None
+    result: dict[str, str] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ConfigurationError(f"{key} is given twice in {url_for_errors}")
+        result[key] = value
+    return result
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def parse_sqlite(url: str) -> SqliteSettings:
+    parts = urlsplit(url)
+    if parts.netloc:
+        raise ConfigurationError(
+            f"{url}: a SQLite URL has no host; use sqlite:///relative.db or "
+            "sqlite:////absolute/path.db"
+        )
+    # urlsplit keeps the leading slash of the path: "/relative.db" or "//abs/path.db".
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if path in ("", ":memory:"):
+        raise ConfigurationError(
+            f"{url}: name a database file (sqlite:///agents.db); for a throwaway store "
+            "use memory://"
+        )
+    params = _query(parts.query, url)
+    for key in params:
+        if key != "busy_timeout":
+            raise ConfigurationError(f"{url}: unknown parameter {key!r} (known: busy_timeout)")
+    if "busy_timeout" in params:
+        busy_timeout = _non_negative_int("busy_timeout", params["busy_timeout"])
+        return SqliteSettings(path=Path(path), busy_timeout_ms=busy_timeout)
+    return SqliteSettings(path=Path(path))
+
+
+def _take(params: Mapping[str, str], name: str, parse: Callable[[str, str], T], default: T) -> T:
+    return parse(name, params[name]) if name in params else default
+
+
+def parse_postgres(url: str) -> PostgresSettings:
+    parts = urlsplit(url)
+    params = _query(parts.query, redact(url))
+    passthrough = {key: value for key, value in params.items() if key not in _OWN_PARAMETERS}
+    dsn = urlunsplit(
+        ("postgresql", parts.netloc, parts.path, urlencode(passthrough), parts.fragment)
+    )
+    defaults = PostgresSettings(dsn="")
+    return PostgresSettings(
+        dsn=dsn,
+        pool_size=_take(params, "pool_size", _positive_int, defaults.pool_size),
+        max_overflow=_take(params, "max_overflow", _non_negative_int, defaults.max_overflow),
+        pool_timeout=_take(params, "pool_timeout", _seconds, defaults.pool_timeout),
+        pool_recycle=_take(params, "pool_recycle", _recycle, defaults.pool_recycle),
+        pool_pre_ping=_take(params, "pool_pre_ping", _boolean, defaults.pool_pre_ping),
+        connect_timeout=_take(params, "connect_timeout", _seconds, defaults.connect_timeout),
+        command_timeout=_take(params, "command_timeout", _seconds, defaults.command_timeout),
+    )

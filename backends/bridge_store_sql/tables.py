@@ -1,0 +1,87 @@
+"""The SQL schema: one table per substore plus the per-run event counter.
+
+Each row keeps the whole document as JSON text next to the columns the store filters
+and sorts on, so documents come back exactly as they were given (unknown fields, key
+order, integers) while every list is an index range scan.
+
+Identifier columns compare byte-wise on every dialect (SQLite's default BINARY
+collation; ``COLLATE "C"`` on Postgres) so list order is the same code point order
+everywhere, whatever the database's locale. The migrations in
+``bridge_store_migrations`` create exactly this schema; ``tests/test_migrations.py``
+compares the two.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+#: Alembic's version table, named for this project so a database shared with another
+#: alembic-managed application keeps the two histories apart.
+VERSION_TABLE = "bridge_store_alembic_version"
+
+
+def _id() -> sa.types.TypeEngine[str]:
+    return sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
+
+
+metadata = sa.MetaData()
+
+agents = sa.Table(
+    "agents",
+    metadata,
+    sa.Column("agent_id", _id(), primary_key=True),
+    sa.Column("cwd", _id(), nullable=False),
+    sa.Column("updated_at", sa.BigInteger(), nullable=False),
+    sa.Column("doc", sa.Text(), nullable=False),
+    # List order is (updated_at, agent_id) descending: both indexes are read backwards.
+    sa.Index("ix_agents_order", "updated_at", "agent_id"),
+    sa.Index("ix_agents_cwd_order", "cwd", "updated_at", "agent_id"),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("agent_id", _id(), primary_key=True),
+    sa.Column("run_id", _id(), primary_key=True),
+    sa.Column("turn_number", sa.BigInteger(), nullable=False),
+    sa.Column("doc", sa.Text(), nullable=False),
+    # One index per way of listing: unfiltered, by agent, by run id.
+    sa.Index("ix_runs_order", "turn_number", "run_id", "agent_id"),
+    sa.Index("ix_runs_agent_order", "agent_id", "turn_number", "run_id"),
+    sa.Index("ix_runs_run_order", "run_id", "turn_number", "agent_id"),
+)
+
+run_event_counters = sa.Table(
+    "run_event_counters",
+    metadata,
+    # The last seq handed out per run. Appends bump it and insert the event in one
+    # transaction, so the row lock orders racing appends and a rolled-back append
+    # leaves no gap. A run has a counter row exactly when it has events.
+    sa.Column("run_id", _id(), primary_key=True),
+    sa.Column("last_seq", sa.BigInteger(), nullable=False),
+)
+
+run_events = sa.Table(
+    "run_events",
+    metadata,
+    sa.Column("run_id", _id(), primary_key=True),
+    sa.Column("seq", sa.BigInteger(), primary_key=True, autoincrement=False),
+    sa.Column("idempotency_key", _id(), nullable=True),
+    # The appended event without seq/offset; the stored document is rebuilt with
+    # contract.stored_event(doc, seq), because Postgres assigns seq in the same
+    # statement that writes the row.
+    sa.Column("doc", sa.Text(), nullable=False),
+    # Deduplication is the database's job: racing appends with one key cannot both
+    # insert. NULL keys never conflict with each other.
+    sa.UniqueConstraint("run_id", "idempotency_key", name="uq_run_events_idempotency_key"),
+)
+
+checkpoint_blobs = sa.Table(
+    "checkpoint_blobs",
+    metadata,
+    sa.Column("agent_id", _id(), primary_key=True),
+    sa.Column("blob_id", _id(), primary_key=True),
+    sa.Column("data", sa.LargeBinary(), nullable=False),
+    # List order is (blob_id, agent_id).
+    sa.Index("ix_checkpoint_blobs_order", "blob_id", "agent_id"),
+)
