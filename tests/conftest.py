@@ -1,1 +1,5 @@
-pytest_plugins = ["tests.support.postgres"]
+pytest_plugins = [
+    "tests.support.postgres",
+    "tests.support.redis",
+    "tests.support.s3",
+]

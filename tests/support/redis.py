@@ -18,7 +18,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
@@ -26,12 +27,26 @@ from urllib.parse import urlencode
 import pytest
 import redis
 
+from bridge_store.conformance.harness import StoreClient
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.routing import Routes, open_stores
 from bridge_store_redis.keys import KeySpace
 
 MACHINE_REDIS_URL = os.environ.get("BRIDGE_STORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 START_TIMEOUT_SECONDS = 20.0
 
 MakeRedisUrl = Callable[..., str]
+
+
+@asynccontextmanager
+async def store_client(url: str) -> AsyncIterator[StoreClient]:
+    """The stores behind ``url``, opened in this process, driven as the server does."""
+    manager = get_plugin_manager()
+    opened = await open_stores(manager, Routes.single(url), migrate=True)
+    try:
+        yield StoreClient(stores=opened.stores, manager=manager)
+    finally:
+        await opened.close()
 
 
 def delete_prefix(client: redis.Redis, prefix: str) -> int:

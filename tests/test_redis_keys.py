@@ -1,0 +1,95 @@
+"""The byte encodings behind the Redis indexes sort exactly like the contract's order."""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+
+import pytest
+from redis.crc import key_slot
+
+from bridge_store.substores import SUBSTORE_NAMES
+from bridge_store_redis.keys import (
+    TOP,
+    KeySpace,
+    sortable_int,
+    split_terminated,
+    terminated,
+    utf8,
+)
+
+TRICKY = [
+    "",
+    "a",
+    "ab",
+    "a\x00",
+    "a\x00b",
+    "a\x01",
+    "\x00",
+    "\x00\x00",
+    "é",
+    "日本",
+    "🚀",
+    "\ud800",
+]
+
+
+def random_text(rng: random.Random) -> str:
+    alphabet = ["\x00", "\x01", "a", "b", "\x7f", "é", "日", "🚀", "\uffff"]
+    return "".join(rng.choice(alphabet) for _ in range(rng.randrange(4)))
+
+
+def test_sortable_int_orders_like_numbers() -> None:
+    numbers = [-(2**53), -1000, -1, 0, 1, 2, 255, 256, 2**31, 2**53]
+    encoded = [sortable_int(n) for n in numbers]
+    assert encoded == sorted(encoded)
+    assert {len(e) for e in encoded} == {16}
+
+
+def test_terminated_keeps_order_and_is_prefix_free() -> None:
+    rng = random.Random(7)
+    texts = TRICKY + [random_text(rng) for _ in range(300)]
+    for left in texts:
+        for right in texts[:60]:
+            assert (terminated(left) < terminated(right)) == (left < right), (left, right)
+            if left != right:
+                assert not terminated(right).startswith(terminated(left)), (left, right)
+
+
+def test_composite_members_sort_like_tuples() -> None:
+    # A (string, int, string) key as the runs' by-run index encodes it.
+    rng = random.Random(11)
+    rows = [(random_text(rng), rng.randrange(-5, 5), random_text(rng)) for _ in range(400)]
+    members = {terminated(a) + sortable_int(n) + utf8(b): (a, n, b) for a, n, b in rows}
+    assert [members[m] for m in sorted(members)] == sorted(set(rows))
+
+
+def test_split_terminated_inverts_terminated() -> None:
+    for text in TRICKY:
+        assert split_terminated(terminated(text) + b"rest\x00") == (text, b"rest\x00")
+
+
+def test_top_sorts_above_every_utf8_byte() -> None:
+    # So prefix + TOP bounds every member that starts with prefix.
+    every_char = "".join(chr(code) for code in range(0x110000))
+    assert max(utf8(every_char)) < TOP[0]
+
+
+def test_each_substore_of_a_prefix_is_one_cluster_slot() -> None:
+    keys = KeySpace("team-a")
+    for substore in ("agents", "runs", "checkpoints"):
+        table = keys.table(substore, ("x", "y"))
+        assert len({key_slot(utf8(key)) for key in table.all()}) == 1
+    events = [utf8(keys.event_runs()), keys.event_log("run-{1}"), keys.event_keys("日本")]
+    assert len({key_slot(key) for key in events}) == 1
+    # Four substores, four tags: a cluster can put them on different shards.
+    assert len({keys.tag(name) for name in SUBSTORE_NAMES}) == 4
+
+
+@pytest.mark.parametrize("prefix", ["a", "team-a", "a:b"])
+def test_patterns_match_only_their_own_prefix(prefix: str) -> None:
+    own = KeySpace(prefix).table("agents", ("updated",)).docs
+    longer = KeySpace(prefix + ":x").table("agents", ("updated",)).docs
+    patterns = KeySpace(prefix).patterns()
+    assert any(fnmatch.fnmatchcase(own, pattern) for pattern in patterns)
+    assert not any(fnmatch.fnmatchcase(longer, pattern) for pattern in patterns)
