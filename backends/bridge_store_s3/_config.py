@@ -1,0 +1,101 @@
+"""``s3://bucket/prefix?param=value`` parsed into settings; imports no S3 library."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from bridge_store.errors import ConfigurationError
+
+_ADDRESSING_STYLES = ("auto", "path", "virtual")
+_TEXT_PARAMS = (
+    "endpoint_url",
+    "region",
+    "profile",
+    "access_key_id",
+    "secret_access_key",
+    "session_token",
+    "addressing_style",
+)
+_INT_PARAMS = ("max_attempts", "max_connections")
+_FLOAT_PARAMS = ("connect_timeout", "read_timeout")
+PARAMS = _TEXT_PARAMS + _INT_PARAMS + _FLOAT_PARAMS
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where the store lives and how to reach it.
+
+    Unset endpoint, region and credentials fall back to the standard AWS chain
+    (``AWS_*`` environment variables, ``~/.aws/config`` and ``credentials``, instance
+    roles). Secrets are excluded from ``repr`` so a logged settings object leaks nothing.
+    """
+
+    bucket: str
+    prefix: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    addressing_style: str = "auto"
+    #: Total tries per request, first one included, for throttling, 5xx and lost
+    #: connections (botocore "standard" retry mode, with jittered backoff).
+    max_attempts: int = 4
+    #: Connection pool size: bounds how many requests one list page fans out at once.
+    max_connections: int = 32
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+
+    def describe(self) -> str:
+        """The store's location for messages: no credentials."""
+        where = f"s3://{self.bucket}/{self.prefix}"
+        return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+
+
+def parse_url(url: str) -> S3Settings:
+    parts = urlsplit(url)
+    bucket = parts.hostname or ""
+    if not bucket or parts.port is not None or parts.username or parts.password:
+        raise ConfigurationError(
+            "s3 URLs look like s3://bucket/prefix?endpoint_url=...&region=... "
+            "(credentials go in parameters or the standard AWS environment, not the host)"
+        )
+    prefix = unquote(parts.path).strip("/")
+    if prefix:
+        prefix += "/"
+
+    values: dict[str, str] = {}
+    for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
+        if name not in PARAMS:
+            raise ConfigurationError(
+                f"unknown s3 URL parameter {name!r} (known: {', '.join(PARAMS)})"
+            )
+        if name in values:
+            raise ConfigurationError(f"s3 URL parameter {name!r} given twice")
+        values[name] = value
+
+    if values.get("addressing_style", "auto") not in _ADDRESSING_STYLES:
+        raise ConfigurationError(f"addressing_style must be one of {', '.join(_ADDRESSING_STYLES)}")
+    if ("access_key_id" in values) != ("secret_access_key" in values):
+        raise ConfigurationError("access_key_id and secret_access_key go together")
+
+    numbers: dict[str, int | float] = {}
+    for name in _INT_PARAMS:
+        if name in values:
+            numbers[name] = _positive(name, values.pop(name), int)
+    for name in _FLOAT_PARAMS:
+        if name in values:
+            numbers[name] = _positive(name, values.pop(name), float)
+    return S3Settings(bucket=bucket, prefix=prefix, **values, **numbers)  # type: ignore[arg-type]
+
+
+def _positive(name: str, text: str, kind: type[int] | type[float]) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ConfigurationError(f"s3 URL parameter {name} must be a positive number") from None
+    if value <= 0:
+        raise ConfigurationError(f"s3 URL parameter {name} must be a positive number")
+    return value

@@ -1,0 +1,63 @@
+"""The S3 backend object: one bucket prefix serving every substore."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from bridge_store.errors import ConfigurationError
+
+from ._bucket import Bucket, PreconditionFailed
+from ._config import S3Settings
+from ._keys import Layout
+from .agents import S3Agents
+from .checkpoints import S3Checkpoints
+from .events import S3RunEvents
+from .runs import S3Runs
+
+#: Version of the key layout, recorded in ``<prefix>bridge-store.json`` so a future
+#: layout change is detected instead of misread.
+LAYOUT_VERSION = 1
+
+
+class S3Backend:
+    def __init__(self, settings: S3Settings) -> None:
+        self.settings = settings
+        self._bucket = Bucket(settings)
+        self._layout = Layout(settings.prefix)
+        self.agents = S3Agents(self._bucket, self._layout)
+        self.runs = S3Runs(self._bucket, self._layout)
+        self.run_events = S3RunEvents(self._bucket, self._layout)
+        self.checkpoints = S3Checkpoints(self._bucket, self._layout)
+
+    async def start(self, *, migrate: bool) -> None:
+        await self._bucket.start()
+        try:
+            await self._bucket.check()
+            revision = await self.schema_revision()
+            if revision is None and migrate:
+                await self.upgrade_schema()
+            elif revision is not None and revision != str(LAYOUT_VERSION):
+                raise ConfigurationError(
+                    f"{self.settings.describe()} holds layout version {revision}; "
+                    f"this bridge-store reads version {LAYOUT_VERSION}"
+                )
+        except BaseException:
+            await self._bucket.close()
+            raise
+
+    async def close(self) -> None:
+        await self._bucket.close()
+
+    async def upgrade_schema(self) -> None:
+        """Record the layout version; there is nothing to create or convert."""
+        body = json.dumps({"layout": LAYOUT_VERSION}).encode()
+        # A concurrent start-up may have written it first: same content.
+        with contextlib.suppress(PreconditionFailed):
+            await self._bucket.put(self._layout.marker(), body, if_none_match=True)
+
+    async def schema_revision(self) -> str | None:
+        marker = await self._bucket.get(self._layout.marker())
+        if marker is None:
+            return None
+        return str(json.loads(marker.body).get("layout"))
