@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from bridge_store.conformance import StoreConformance
-from tests.support.postgres import execute, fetch
+from bridge_store.contract import new_event
+from bridge_store.errors import Code, ConfigurationError, ConnectError
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store_sql.backend import SqlBackend
+from bridge_store_sql.engine import PostgresDatabase
+from bridge_store_sql.settings import PostgresSettings, parse_postgres
+
+from .support.postgres import execute, fetch, free_port, terminate_connections
 
 pytestmark = pytest.mark.postgres
 
@@ -28,3 +40,171 @@ class TestPostgresBackend(StoreConformance):
         if migrated:
             execute(conformance_database, f"TRUNCATE {', '.join(TABLES)}")
         return conformance_database
+
+
+# -- Postgres specifics ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def backend(make_postgres_url: Callable[[], str]) -> AsyncIterator[SqlBackend]:
+    opened = open_backend(get_plugin_manager(), make_postgres_url() + "?pool_size=2")
+    assert isinstance(opened, SqlBackend)
+    await opened.start(migrate=True)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def dsn(backend: SqlBackend) -> str:
+    assert isinstance(backend.db, PostgresDatabase)
+    return backend.db.settings.dsn
+
+
+class WriteCounter:
+    """Counts the writes asyncpg makes to its sockets: one per round trip it starts."""
+
+    def __init__(self, backend: SqlBackend) -> None:
+        self.writes = 0
+        sa.event.listen(backend.db.engine.sync_engine, "checkout", self._wrap)
+
+    def _wrap(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        transport = dbapi_connection.driver_connection._transport
+        if getattr(transport, "counted", False):
+            return
+        send = transport.write
+
+        def counting_write(data: bytes) -> None:
+            self.writes += 1
+            send(data)
+
+        transport.write = counting_write
+        transport.counted = True
+
+    def per_call(self, calls: int, before: int) -> float:
+        return (self.writes - before) / calls
+
+
+async def test_append_is_one_round_trip(backend: SqlBackend) -> None:
+    counter = WriteCounter(backend)
+    events = backend.run_events
+
+    async def append(key: str | None) -> None:
+        await events.append(
+            new_event({"runId": "r", "eventType": "t", "idempotencyKey": key}, "in")
+        )
+
+    async def read() -> None:
+        await events.list("r", after_seq=0, limit=10)
+        await backend.agents.get("nobody")
+
+    # Warm up every pooled connection: a statement's first use on one prepares it.
+    for index in range(4):
+        await append(None)
+        await append(f"warm-{index}")
+        await read()
+    before = counter.writes
+    for _ in range(50):
+        await append(None)
+    assert counter.per_call(50, before) == 1
+    before = counter.writes
+    for index in range(50):
+        await append(f"key-{index}")
+    assert counter.per_call(50, before) == 1
+    # A retried append (key already stored) is answered by the same one statement.
+    before = counter.writes
+    for index in range(50):
+        await append(f"key-{index}")
+    assert counter.per_call(50, before) == 1
+    before = counter.writes
+    for _ in range(20):
+        await read()
+    assert counter.per_call(40, before) == 1
+
+
+async def test_large_blob_round_trips_as_bytes(backend: SqlBackend) -> None:
+    blob = os.urandom(48 * 1024 * 1024)
+    await backend.checkpoints.create("a", "big", blob)
+    stored = await backend.checkpoints.get("a", "big")
+    assert stored == blob
+    assert isinstance(stored, bytes)
+    (storage,) = fetch(
+        dsn(backend),
+        "SELECT attstorage::text FROM pg_attribute "
+        "WHERE attrelid = 'checkpoint_blobs'::regclass AND attname = 'data'",
+    )
+    assert storage[0] == "e"  # EXTERNAL: out of line, no compression attempt
+
+
+async def test_strings_postgres_cannot_store_are_invalid_argument(backend: SqlBackend) -> None:
+    with pytest.raises(ConnectError) as caught:
+        await backend.agents.get("nul\x00inside")
+    assert caught.value.code == Code.INVALID_ARGUMENT
+
+
+async def test_documents_are_stored_as_given_json_text(backend: SqlBackend) -> None:
+    doc = {"agentId": "a", "cwd": "/w", "updatedAt": 2**53, "zeta": 1, "alpha": [1.5, None]}
+    await backend.agents.create(doc)
+    ((text,),) = fetch(dsn(backend), "SELECT doc FROM agents")
+    assert json.loads(text) == doc
+    assert list(json.loads(text)) == list(doc)
+
+
+async def test_idle_connections_closed_by_the_server_are_replaced(backend: SqlBackend) -> None:
+    await asyncio.gather(*(backend.agents.get("x") for _ in range(4)))
+    killed = terminate_connections(dsn(backend))
+    assert killed, "the pool held no connection to kill"
+    # The sync call above blocked the event loop: give it a turn to read the EOFs.
+    await asyncio.sleep(0.1)
+    # A keyless append is never retried (it might run twice), so this passes only if
+    # the dead pooled connections are replaced before anything is sent on them.
+    for _ in range(4):
+        await backend.run_events.append(new_event({"runId": "r", "eventType": "t"}, "in"))
+        assert await backend.agents.get("x") is None
+
+
+# -- URLs ------------------------------------------------------------------------------
+
+
+def test_pool_parameters_are_taken_from_the_url_and_the_rest_passed_to_asyncpg() -> None:
+    settings = parse_postgres(
+        "postgresql+asyncpg://user:secret@db.example:6432/store?pool_size=20&max_overflow=0"
+        "&pool_timeout=2.5&pool_recycle=-1&pool_pre_ping=true&connect_timeout=3"
+        "&command_timeout=9&sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem"
+        "&application_name=sidecar"
+    )
+    assert settings == PostgresSettings(
+        dsn="postgresql://user:secret@db.example:6432/store?sslmode=verify-full"
+        "&sslrootcert=%2Fetc%2Fca.pem&application_name=sidecar",
+        pool_size=20,
+        max_overflow=0,
+        pool_timeout=2.5,
+        pool_recycle=-1,
+        pool_pre_ping=True,
+        connect_timeout=3.0,
+        command_timeout=9.0,
+    )
+    assert parse_postgres("postgres://h/db").dsn == "postgresql://h/db"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["pool_size=0", "pool_size=x", "pool_timeout=-1", "pool_pre_ping=maybe", "max_overflow=-2"],
+)
+def test_bad_pool_parameters_are_configuration_errors(query: str) -> None:
+    with pytest.raises(ConfigurationError, match=query.split("=")[0]):
+        open_backend(get_plugin_manager(), f"postgresql://h/db?{query}")
+
+
+async def test_tls_parameters_reach_the_driver(make_postgres_url: Callable[[], str]) -> None:
+    # The test server runs without TLS: requiring it must fail, and say why.
+    backend = open_backend(get_plugin_manager(), make_postgres_url() + "?sslmode=require")
+    with pytest.raises(ConfigurationError, match=r"(?i)ssl"):
+        await backend.start(migrate=True)
+
+
+async def test_unreachable_server_fails_the_start_quickly() -> None:
+    port = free_port()
+    backend = open_backend(get_plugin_manager(), f"postgresql://postgres@127.0.0.1:{port}/db")
+    with pytest.raises(ConfigurationError, match="cannot start the store"):
+        await asyncio.wait_for(backend.start(migrate=True), timeout=30)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.errors import ConfigurationError, ConnectError
 
-from . import migrate
+from . import migrate as migrate_module
 from .agents import SqlAgents
 from .checkpoints import SqlCheckpoints
 from .engine import Database
 from .events import SqlRunEvents
 from .runs import SqlRuns
+
+logger = logging.getLogger(__name__)
 
 
 class SqlBackend:
@@ -23,22 +27,25 @@ class SqlBackend:
         self.checkpoints = SqlCheckpoints(db)
 
     async def start(self, *, migrate: bool) -> None:
-        """Create the engines, then upgrade the schema or check that it is current.
+        """Create the engines and check the database answers; upgrade when ``migrate``.
 
-        Serving a schema older than the code would fail on every call, so without
-        ``migrate`` a stale database stops the start with the command that fixes it.
+        An unreachable database stops the start (a ConfigurationError naming it) rather
+        than the first request. Without ``migrate`` an older schema is only logged: the
+        ``db upgrade`` command starts the backend that way to upgrade it.
         """
         await self.db.start()
         try:
             if migrate:
                 await self.upgrade_schema()
                 return
-            current, head = await self.schema_revision(), _head()
+            current, head = await self.schema_revision(), migrate_module.head_revision()
             if current != head:
-                raise ConfigurationError(
-                    f"the database at {self.db.description} is at schema revision "
-                    f"{current or 'none'}, this bridge-store needs {head}: run "
-                    "`bridge-store db upgrade`, or serve without --no-migrate"
+                logger.warning(
+                    "%s is at schema revision %s, not %s: calls will fail until it is "
+                    "upgraded (`bridge-store db upgrade`)",
+                    self.db.description,
+                    current or "(none)",
+                    head,
                 )
         except ConnectError as error:
             await self.db.close()
@@ -54,16 +61,12 @@ class SqlBackend:
 
     async def upgrade_schema(self) -> None:
         async def work(conn: AsyncConnection) -> None:
-            await conn.run_sync(migrate.upgrade)
+            await conn.run_sync(migrate_module.upgrade)
 
         await self.db.migrate(work, what="schema upgrade")
 
     async def schema_revision(self) -> str | None:
         async def work(conn: AsyncConnection) -> str | None:
-            return await conn.run_sync(migrate.current_revision)
+            return await conn.run_sync(migrate_module.current_revision)
 
         return await self.db.read(work, what="schema revision")
-
-
-def _head() -> str:
-    return migrate.head_revision()

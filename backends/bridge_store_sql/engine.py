@@ -48,6 +48,11 @@ class Database(abc.ABC):
     def __init__(self, description: str) -> None:
         self.description = description
 
+    @property
+    @abc.abstractmethod
+    def engine(self) -> AsyncEngine:
+        """The engine writes and migrations go through (once started)."""
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Create the engines (connections are made on first use)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -95,3 +96,41 @@ def make_postgres_url() -> Iterator[Callable[[], str]]:
     yield make
     for name in created:
         drop_database(name)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (at the time of the call)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def terminate_connections(url: str) -> int:
+    """Kill every other server connection to ``url``'s database; how many were killed.
+
+    Returns once those server processes are gone, so their sockets are closed.
+    """
+
+    async def work() -> int:
+        connection = await asyncpg.connect(url)
+        try:
+            pids = await connection.fetch(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            for row in pids:
+                await connection.execute("SELECT pg_terminate_backend($1)", row["pid"])
+            for _ in range(200):
+                alive = await connection.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])",
+                    [row["pid"] for row in pids],
+                )
+                if alive == 0:
+                    break
+                await asyncio.sleep(0.05)
+            return len(pids)
+        finally:
+            await connection.close()
+
+    return run_async(work)

@@ -1,0 +1,202 @@
+"""The alembic migrations: shipped as a package, run on SQLite and Postgres alike.
+
+They bring an empty database to head, create exactly the schema ``tables.py``
+describes, and several processes upgrading one empty database at once (servers
+starting together) end with one good schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store_sql.backend import SqlBackend
+from bridge_store_sql.engine import MIGRATION_LOCK_KEY
+from bridge_store_sql.migrate import head_revision
+from bridge_store_sql.tables import VERSION_TABLE, metadata
+
+from .support.postgres import fetch
+
+EXPECTED_TABLES = {
+    "agents",
+    "runs",
+    "run_events",
+    "run_event_counters",
+    "checkpoint_blobs",
+    VERSION_TABLE,
+}
+
+
+def sql_backend(url: str) -> SqlBackend:
+    backend = open_backend(get_plugin_manager(), url)
+    assert isinstance(backend, SqlBackend)
+    return backend
+
+
+def schema_differences(connection: sa.Connection) -> list[Any]:
+    context = MigrationContext.configure(
+        connection, opts={"version_table": VERSION_TABLE, "compare_type": True}
+    )
+    differences: list[Any] = compare_metadata(context, metadata)
+    return differences
+
+
+async def upgrade_and_compare(url: str) -> None:
+    backend = sql_backend(url)
+    await backend.start(migrate=False)
+    try:
+        assert await backend.schema_revision() is None
+        await backend.upgrade_schema()
+        assert await backend.schema_revision() == head_revision()
+        # A second upgrade at head changes nothing.
+        await backend.upgrade_schema()
+        assert await backend.schema_revision() == head_revision()
+        async with backend.db.engine.connect() as conn:
+            assert await conn.run_sync(schema_differences) == []
+            tables = await conn.run_sync(lambda sync: set(sa.inspect(sync).get_table_names()))
+        assert tables == EXPECTED_TABLES
+    finally:
+        await backend.close()
+
+
+def run_cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "bridge_store", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+
+
+def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    stdout, stderr = process.communicate(timeout=120)
+    return process.returncode, stdout, stderr
+
+
+def test_migrations_ship_as_a_package_resource() -> None:
+    files = importlib.resources.files("bridge_store_migrations")
+    assert files.joinpath("env.py").is_file()
+    assert files.joinpath("script.py.mako").is_file()
+    versions = [entry.name for entry in files.joinpath("versions").iterdir()]
+    assert any(name.startswith("0001_") and name.endswith(".py") for name in versions)
+    assert head_revision() == "0001"
+
+
+async def test_sqlite_upgrades_to_head_with_the_declared_schema(tmp_path: Path) -> None:
+    await upgrade_and_compare(f"sqlite:///{tmp_path}/store.db")
+
+
+@pytest.mark.postgres
+async def test_postgres_upgrades_to_head_with_the_declared_schema(
+    make_postgres_url: Callable[[], str],
+) -> None:
+    await upgrade_and_compare(make_postgres_url())
+
+
+async def test_start_with_migrate_upgrades_and_without_leaves_schema_alone(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    backend = sql_backend(url)
+    await backend.start(migrate=False)
+    try:
+        assert await backend.schema_revision() is None
+    finally:
+        await backend.close()
+    backend = sql_backend(url)
+    await backend.start(migrate=True)
+    try:
+        assert await backend.schema_revision() == head_revision()
+    finally:
+        await backend.close()
+
+
+def test_db_commands_upgrade_and_show_the_revision(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/nested/dir/store.db"
+    code, stdout, stderr = finish(run_cli("db", "current", "--store", url))
+    assert code == 0, stderr
+    assert stdout.strip() == f"{url}: (no schema)"
+    code, stdout, stderr = finish(run_cli("db", "upgrade", "--store", url))
+    assert code == 0, stderr
+    assert stdout.strip() == f"{url}: upgraded to {head_revision()}"
+    code, stdout, stderr = finish(run_cli("db", "current", "--store", url))
+    assert code == 0, stderr
+    assert stdout.strip() == f"{url}: {head_revision()}"
+
+
+def test_concurrent_sqlite_upgrades_from_several_processes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    path = tmp_path / "store.db"
+    # Hold the write lock while the processes start, so they queue up and then
+    # upgrade back to back rather than one after another finishes.
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    processes = [run_cli("db", "upgrade", "--store", url) for _ in range(4)]
+    time.sleep(2)
+    holder.execute("COMMIT")
+    holder.close()
+    for process in processes:
+        code, _, stderr = finish(process)
+        assert code == 0, stderr
+    with sqlite3.connect(path) as check:
+        (revision,) = check.execute(
+            "SELECT version_num FROM bridge_store_alembic_version"
+        ).fetchall()
+        assert revision == (head_revision(),)
+
+
+@pytest.mark.postgres
+def test_concurrent_postgres_upgrades_queue_on_the_advisory_lock(
+    make_postgres_url: Callable[[], str],
+) -> None:
+    url = make_postgres_url()
+    starters = 4
+
+    async def hold_lock_until_all_wait() -> None:
+        holder = await asyncpg.connect(url)
+        try:
+            await holder.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+            processes = [run_cli("db", "upgrade", "--store", url) for _ in range(starters)]
+            # Every process reaches the lock and waits: proof that they do race and
+            # that the upgrade is serialized by that lock.
+            for _ in range(1200):
+                waiting = await holder.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND NOT granted AND database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())"
+                )
+                if waiting == starters or any(p.poll() is not None for p in processes):
+                    break
+                await asyncio.sleep(0.1)
+            assert waiting == starters
+            await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+        finally:
+            await holder.close()
+        for process in processes:
+            code, _, stderr = finish(process)
+            assert code == 0, stderr
+
+    asyncio.run(hold_lock_until_all_wait())
+    assert fetch(url, "SELECT version_num FROM bridge_store_alembic_version") == [
+        (head_revision(),)
+    ]
+    tables = {
+        row[0] for row in fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    }
+    assert tables == EXPECTED_TABLES
