@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from types import FrameType
 from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
@@ -201,8 +203,17 @@ def serve(args: argparse.Namespace) -> int:
         ),
         ready,
     )
+    # uvicorn re-raises the stop signal after its graceful shutdown, under whatever
+    # handler was installed before it started; handlers that just return make a
+    # completed graceful stop exit 0, as process supervisors expect.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, _stopped)
     server.run(sockets=[listener])
     return 0 if server.started else 1
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    """Runs only after uvicorn has shut down; the process then exits normally."""
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -33,6 +33,7 @@ class ServerProcess:
     token: str
     ready: dict[str, Any]
     stderr_lines: list[str] = field(default_factory=list)
+    drain: threading.Thread | None = None
     _http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=60.0))
 
     def call(self, substore: str, method: str, data: Any) -> Any:
@@ -60,6 +61,11 @@ class ServerProcess:
             raise AssertionError(
                 "bridge-store serve did not stop on SIGTERM:\n" + "".join(self.stderr_lines)
             ) from None
+        finally:
+            if self.drain is not None:
+                self.drain.join(STOP_TIMEOUT_SECONDS)
+            if self.process.stderr is not None:
+                self.process.stderr.close()
 
 
 def start_server(
@@ -93,16 +99,25 @@ def start_server(
                 ready_seen.set()
         ready_seen.set()
 
-    threading.Thread(target=drain, daemon=True).start()
+    drainer = threading.Thread(target=drain, daemon=True)
+    drainer.start()
     ready_seen.wait(START_TIMEOUT_SECONDS)
     ready_line = next((line for line in lines if line.startswith(READY_PREFIX)), None)
     if ready_line is None:
         process.kill()
         process.wait()
+        drainer.join(STOP_TIMEOUT_SECONDS)
+        assert process.stderr is not None
+        process.stderr.close()
         raise AssertionError("bridge-store serve did not become ready:\n" + "".join(lines))
     ready = json.loads(ready_line[len(READY_PREFIX) :])
     return ServerProcess(
-        process=process, url=ready["url"], token=token, ready=ready, stderr_lines=lines
+        process=process,
+        url=ready["url"],
+        token=token,
+        ready=ready,
+        stderr_lines=lines,
+        drain=drainer,
     )
 
 
