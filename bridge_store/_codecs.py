@@ -112,7 +112,7 @@ class JsonCodec:
         return _encoder.encode(message).encode("utf-8")
 
 
-def _from_value(value: struct_pb2.Value) -> Any:
+def from_value(value: struct_pb2.Value) -> Any:
     kind = value.WhichOneof("kind")
     if kind == "string_value":
         return value.string_value
@@ -124,9 +124,9 @@ def _from_value(value: struct_pb2.Value) -> Any:
         # on the client (a timestamp, a seq) and must stay one.
         return int(number) if number.is_integer() else number
     if kind == "struct_value":
-        return _from_struct(value.struct_value)
+        return from_struct(value.struct_value)
     if kind == "list_value":
-        return [_from_value(item) for item in value.list_value.values]
+        return [from_value(item) for item in value.list_value.values]
     if kind == "bool_value":
         return value.bool_value
     if kind == "null_value":
@@ -134,8 +134,8 @@ def _from_value(value: struct_pb2.Value) -> Any:
     raise invalid_argument("input holds a google.protobuf.Value with no kind set")
 
 
-def _from_struct(struct: struct_pb2.Struct) -> Document:
-    return {key: _from_value(value) for key, value in struct.fields.items()}
+def from_struct(struct: struct_pb2.Struct) -> Document:
+    return {key: from_value(value) for key, value in struct.fields.items()}
 
 
 # json.loads joins valid surrogate pairs, so any surrogate left in a str is a lone one.
@@ -160,7 +160,7 @@ class ProtoCodec:
             message = CallStoreRequest.FromString(body)
         except DecodeError:
             raise invalid_argument("request body is not a valid sdk.v1.CallStoreRequest") from None
-        data = _from_struct(message.input) if message.HasField("input") else None
+        data = from_struct(message.input) if message.HasField("input") else None
         return CallStoreCall(message.substore, message.method, data)
 
     def encode(self, output: Document | None) -> bytes:
