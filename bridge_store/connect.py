@@ -126,6 +126,10 @@ class CallStoreEndpoint:
             response = await self._respond(request)
         except ClientDisconnect:
             return  # nobody is left to answer
+        except Exception:
+            # A bug in this layer: still a Connect error, never Starlette's text/plain 500.
+            logger.exception("CallStore request handling failed")
+            response = error_response(ConnectError(Code.INTERNAL, "internal error"))
         await response(scope, receive, send)
 
     async def _respond(self, request: Request) -> Response:
@@ -198,8 +202,8 @@ class CallStoreEndpoint:
 
 
 def _unsupported_media_type(headers: Headers) -> Response:
-    # The protocol answers an unknown codec with plain HTTP 415, not a Connect error:
-    # the client cannot be assumed to read the error codec it did not ask for.
+    # The protocol answers an unknown codec with HTTP 415 and Accept-Post rather than a
+    # Connect error (connect-go sends no body); the text is for people trying curl.
     content_type = headers.get("content-type", "")[:80]
     return Response(
         f"unsupported Content-Type {content_type!r}; use {ACCEPT_POST}\n",
