@@ -108,6 +108,7 @@ class _StderrPump:
             if self._echo is not None:
                 self._echo.write(line)
                 self._echo.flush()
+        stream.close()
         self._settled.set()
 
     def wait_ready(self, timeout: float) -> str | None:

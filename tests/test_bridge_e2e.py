@@ -1,0 +1,316 @@
+"""The real bridge, end to end.
+
+Starts the store server (``bridge-store serve``) and a stand-in Cursor API, launches
+the real ``cursor-sdk-bridge`` pointed at the store, and drives an agent's whole life
+cycle through the ``cursor_sdk`` client. After each step the store server is asked
+directly over CallStore what it now holds; finally the store server restarts and the
+history is still there, for the store and for a new bridge.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge_store.client import BridgeProcess, launch_bridge, local_options
+from tests.support.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
+from tests.support.server import ServerProcess, serve
+
+pytestmark = [pytest.mark.bridge, pytest.mark.slow]
+
+API_KEY = "e2e-api-key"
+#: Bridge writes that follow a finished run land within milliseconds; this only bounds
+#: how long a broken build takes to fail.
+CONDITION_TIMEOUT_SECONDS = 30.0
+
+StoreArgs = list[str]
+
+
+STORES = [
+    pytest.param("sqlite"),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("s3", marks=pytest.mark.s3),
+    pytest.param("postgres+s3", marks=[pytest.mark.postgres, pytest.mark.s3]),
+]
+
+
+@pytest.fixture(params=STORES)
+def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> StoreArgs:
+    """``bridge-store serve`` arguments for a fresh, durable store."""
+    if request.param == "sqlite":
+        return ["--store", f"sqlite:///{tmp_path / 'store.db'}"]
+    if request.param == "postgres":
+        return ["--store", request.getfixturevalue("make_postgres_url")()]
+    if request.param == "redis":
+        return ["--store", request.getfixturevalue("make_redis_url")()]
+    if request.param == "s3":
+        return ["--store", request.getfixturevalue("make_s3_url")()]
+    if request.param == "postgres+s3":
+        # Checkpoint blobs on S3, everything else on Postgres.
+        postgres = request.getfixturevalue("make_postgres_url")()
+        return ["--store", postgres, "--checkpoints", request.getfixturevalue("make_s3_url")()]
+    raise AssertionError(f"unknown store {request.param}")
+
+
+@pytest.fixture
+def cursor_api() -> Iterator[CursorApiStub]:
+    with CursorApiStub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def bridge_env(tmp_path: Path, cursor_api: CursorApiStub) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    # A private HOME keeps the bridge's state directory out of the real one.
+    return {"CURSOR_BACKEND_URL": cursor_api.url, "HOME": str(home)}
+
+
+def start_bridge(server: ServerProcess, project: Path, env: dict[str, str]) -> BridgeProcess:
+    return launch_bridge(
+        server.url, server.token, workspace=project, state_root=project.parent / "state", env=env
+    )
+
+
+# -- reading the store directly -------------------------------------------------------
+
+
+def store_agents(server: ServerProcess, page_size: int = 50) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    filter_: dict[str, Any] = {"limit": page_size}
+    while True:
+        page = server.call("agents", "list", {"filter": filter_})
+        items += page["items"]
+        if "nextCursor" not in page:
+            return items
+        filter_ = {"limit": page_size, "cursor": page["nextCursor"]}
+
+
+def store_runs(server: ServerProcess, agent_id: str) -> list[dict[str, Any]]:
+    page = server.call("runs", "list", {"filter": {"agentIds": [agent_id], "limit": 1000}})
+    assert "nextCursor" not in page
+    items: list[dict[str, Any]] = page["items"]
+    return items
+
+
+def store_events(server: ServerProcess, run_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"runId": run_id}
+    while True:
+        page = server.call("runEvents", "list", request)
+        items += page["items"]
+        if "nextOffset" not in page:
+            return items
+        request = {"runId": run_id, "afterOffset": page["nextOffset"]}
+
+
+def store_checkpoints(server: ServerProcess, agent_id: str) -> list[str]:
+    page = server.call("checkpoints", "list", {"filter": {"agentIds": [agent_id], "limit": 1000}})
+    assert "nextCursor" not in page
+    blob_ids: list[str] = page["items"]
+    return blob_ids
+
+
+def snapshot(server: ServerProcess) -> dict[str, Any]:
+    """Everything the store holds, reachable from its agents."""
+    agents = store_agents(server)
+    runs = {agent["agentId"]: store_runs(server, agent["agentId"]) for agent in agents}
+    return {
+        "agents": agents,
+        "runs": runs,
+        "events": {
+            run["runId"]: store_events(server, run["runId"])
+            for agent_runs in runs.values()
+            for run in agent_runs
+        },
+        "checkpoints": {
+            agent["agentId"]: store_checkpoints(server, agent["agentId"]) for agent in agents
+        },
+    }
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + CONDITION_TIMEOUT_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.05)
+
+
+def assert_event_log(events: list[dict[str, Any]], run_id: str) -> None:
+    """One run's events: numbered 1, 2, 3 ... with no gaps, offsets the decimal seq."""
+    assert events, f"run {run_id} has no events"
+    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+    assert [event["offset"] for event in events] == [str(event["seq"]) for event in events]
+    assert {event["runId"] for event in events} == {run_id}
+
+
+# -- the life cycle -------------------------------------------------------------------
+
+
+def test_agent_life_cycle_through_the_real_bridge(
+    store_args: StoreArgs,
+    cursor_api: CursorApiStub,
+    project: Path,
+    bridge_env: dict[str, str],
+) -> None:
+    cwd = str(project)
+    agent_options: dict[str, Any] = {
+        "model": MODEL_ID,
+        "api_key": API_KEY,
+        "local": local_options(project),
+    }
+
+    with (
+        serve(*store_args) as server,
+        start_bridge(server, project, bridge_env) as bridge,
+        bridge.client() as client,
+    ):
+        # create agent: the bridge stores the agent document it made.
+        first = client.agents.create(agent_options, name="first")
+        stored = server.call("agents", "get", {"agentId": first.agent_id})
+        assert stored is not None
+        assert (stored["agentId"], stored["name"], stored["cwd"]) == (first.agent_id, "first", cwd)
+        assert stored["status"] == "idle"
+        assert stored["sdkMetadata"]["blobEncryptionKey"]
+        second = client.agents.create(agent_options, name="second")
+        assert {agent["agentId"] for agent in store_agents(server)} == {
+            first.agent_id,
+            second.agent_id,
+        }
+
+        # send: the stand-in refuses the model call, so the run ends in error after
+        # its row and its events went through the store.
+        result = first.send("hello").wait()
+        assert result.status == "error"
+        assert RUN_PATH in cursor_api.paths()
+        run_id = result.id
+        wait_until(
+            lambda: server.call("agents", "get", {"agentId": first.agent_id})["status"] == "error",
+            "the first agent's status is stored as error",
+        )
+        stored_run = server.call("runs", "get", {"agentId": first.agent_id, "runId": run_id})
+        assert stored_run is not None
+        assert stored_run["status"] == "error"
+        assert stored_run["model"] == {"id": MODEL_ID}
+        assert stored_run["endedAt"] is not None
+        assert server.call("agents", "get", {"agentId": first.agent_id})["activeRunId"] is None
+        events = store_events(server, run_id)
+        assert_event_log(events, run_id)
+
+        # list agents, one per page: the bridge pages with the store's cursors.
+        page = client.agents.list(limit=1)
+        assert len(page.items) == 1
+        assert page.has_next_page()
+        listed = [agent.agent_id for agent in page.auto_paging_iter()]
+        assert listed == [agent["agentId"] for agent in store_agents(server)]
+        # The agent that ran was updated last, so it comes first.
+        assert listed == [first.agent_id, second.agent_id]
+
+        # get agent
+        info = client.agents.get(first.agent_id)
+        assert (info.agent_id, info.name, info.cwd, info.status) == (
+            first.agent_id,
+            "first",
+            cwd,
+            "error",
+        )
+
+        # list runs: what the store holds for the agent.
+        runs = client.agents.list_runs(first.agent_id)
+        assert [run.id for run in runs] == [
+            run["runId"] for run in store_runs(server, first.agent_id)
+        ]
+        assert run_id in [run.id for run in runs]
+
+        # get run
+        fetched = client.agents.get_run(run_id)
+        assert (fetched.id, fetched.agent_id, fetched.status) == (run_id, first.agent_id, "error")
+
+        # observe run: the stored events replayed, at the stored offsets.
+        observed = list(fetched.observe())
+        assert [event.offset for event in observed if event.kind == "sdk_message"] == [
+            event["offset"] for event in events
+        ]
+        assert observed[-1].kind == "done"
+
+        # archive, unarchive
+        client.agents.archive(second.agent_id)
+        assert server.call("agents", "get", {"agentId": second.agent_id})["status"] == "archived"
+        assert client.agents.get(second.agent_id).archived
+        client.agents.unarchive(second.agent_id)
+        assert server.call("agents", "get", {"agentId": second.agent_id})["status"] == "idle"
+        assert not client.agents.get(second.agent_id).archived
+
+        # resume: the bridge refuses a follow-up run while the agent's stored active
+        # run is unfinished, so the second agent runs once first. Then its handle is
+        # closed, it is resumed from the store, and its next run lands under it as
+        # turn 2.
+        assert second.send("hello").wait().status == "error"
+        wait_until(
+            lambda: (
+                server.call("agents", "get", {"agentId": second.agent_id})["activeRunId"] is None
+            ),
+            "the second agent's run is stored as ended",
+        )
+        second.close()
+        resumed = client.agents.resume(second.agent_id, agent_options)
+        assert resumed.agent_id == second.agent_id
+        resumed_run = resumed.send("again").wait()
+        assert resumed_run.status == "error"
+        wait_until(
+            lambda: (
+                server.call("agents", "get", {"agentId": second.agent_id})["activeRunId"] is None
+            ),
+            "the resumed agent's run is stored as ended",
+        )
+        second_runs = store_runs(server, second.agent_id)
+        assert [(run["turnNumber"], run["status"]) for run in second_runs] == [
+            (1, "error"),
+            (2, "error"),
+        ]
+        assert second_runs[1]["runId"] == resumed_run.id
+        for run in second_runs:
+            assert_event_log(store_events(server, run["runId"]), run["runId"])
+
+        # delete: the agent, its runs, their events and its checkpoints are gone.
+        first_runs = [run["runId"] for run in store_runs(server, first.agent_id)]
+        client.agents.delete(first.agent_id)
+        assert server.call("agents", "get", {"agentId": first.agent_id}) is None
+        assert store_runs(server, first.agent_id) == []
+        assert all(store_events(server, run) == [] for run in first_runs)
+        assert store_checkpoints(server, first.agent_id) == []
+        assert [agent["agentId"] for agent in store_agents(server)] == [second.agent_id]
+
+        before_restart = snapshot(server)
+
+    # restart: a new store server process on the same store finds the same history,
+    # and a new bridge pointed at it serves it.
+    with (
+        serve(*store_args) as server,
+        start_bridge(server, project, bridge_env) as bridge,
+        bridge.client() as client,
+    ):
+        assert snapshot(server) == before_restart
+        assert [agent.agent_id for agent in client.agents.list().auto_paging_iter()] == [
+            second.agent_id
+        ]
+        assert [run.id for run in client.agents.list_runs(second.agent_id)] == [
+            run["runId"] for run in before_restart["runs"][second.agent_id]
+        ]
+        replayed = list(client.agents.get_run(resumed_run.id).observe())
+        assert [event.offset for event in replayed if event.kind == "sdk_message"] == [
+            event["offset"] for event in before_restart["events"][resumed_run.id]
+        ]
