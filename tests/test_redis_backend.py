@@ -10,6 +10,8 @@ import pytest
 import redis
 
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
+from bridge_store.errors import ConfigurationError
+from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.keys import KeySpace
 from bridge_store_redis.settings import parse_url
 from tests.support.redis import MACHINE_REDIS_URL, MakeRedisUrl, RedisServer, store_client
@@ -183,3 +185,15 @@ async def test_a_server_without_retention_keeps_logs_forever(
         assert raw.pttl(keys.event_log("r")) == -1
         assert raw.pttl(keys.event_keys("r")) == -1
         assert raw.zscore(keys.event_runs(), "r") == float("inf")
+
+
+async def test_a_redis_that_evicts_any_key_is_refused(redis_server: RedisServer) -> None:
+    backend = open_backend(get_plugin_manager(), redis_server.url)
+    with redis_server.client() as admin:
+        admin.config_set("maxmemory-policy", "allkeys-lru")
+        with pytest.raises(ConfigurationError, match="noeviction"):
+            await backend.start(migrate=True)
+        # Evicting only keys with a TTL can only shorten retention of event logs.
+        admin.config_set("maxmemory-policy", "volatile-lru")
+        await backend.start(migrate=True)
+    await backend.close()

@@ -9,6 +9,8 @@ from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from bridge_store.errors import ConfigurationError
+
 from ._errors import redis_errors
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
@@ -61,7 +63,19 @@ class RedisBackend:
 
     @redis_errors
     async def start(self, *, migrate: bool) -> None:
-        """Check that Redis answers and load the scripts (there is no schema to migrate)."""
+        """Check that Redis answers and may hold the data, and load the scripts.
+
+        There is no schema to migrate.
+        """
+        memory = await self._client.info("memory")
+        policy = str(memory.get("maxmemory_policy", "noeviction"))
+        if policy.startswith("allkeys-"):
+            # Evicting a document, an index or a log without the others corrupts the
+            # store silently; refusing to start is the only safe answer.
+            raise ConfigurationError(
+                f"Redis at {self.settings.host}:{self.settings.port} evicts any key when "
+                f"full (maxmemory-policy {policy}); set it to noeviction for bridge-store"
+            )
         await self._scripts.load()
 
     async def close(self) -> None:

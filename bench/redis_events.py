@@ -1,0 +1,192 @@
+"""Redis backend speed: appends, tail reads, listing, and why event logs are streams.
+
+Runs in-process against the machine's Redis under a throwaway key prefix (deleted at
+the end), without HTTP, so the numbers are the backend's own cost:
+
+    python bench/redis_events.py [--url redis://127.0.0.1:6379/0] [--events 100000]
+
+1. appends: one run, one at a time (latency) and 64 in flight (throughput); 64 in
+   flight spread over 16 runs.
+2. tail reads: ``runEvents.list`` after the last-but-ten seq of a long log, as the
+   bridge polls while a run streams.
+3. agents and runs pages: the first page and a page deep into 10,000 rows.
+4. the data structure choice: the same events as a stream, a list and a sorted set;
+   memory per event and the time to read 100 events from the middle of the log, both
+   inside Redis (INFO commandstats deltas: the cost on the shared server) and as a
+   round trip (which adds redis-py's reply parsing in this process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis.asyncio as aioredis
+
+from bridge_store.contract import now_ms
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.substores import AgentPosition, RunPosition
+from bridge_store_redis.backend import RedisBackend
+from bridge_store_redis.keys import KeySpace
+
+PAYLOAD = {"type": "assistant_delta", "text": "x" * 160}
+
+
+def event(run_id: str) -> dict[str, Any]:
+    return {
+        "runId": run_id,
+        "eventType": "run_stream_event",
+        "payload": PAYLOAD,
+        "payloadRef": None,
+        "idempotencyKey": None,
+        "createdAt": now_ms(),
+    }
+
+
+async def timed(calls: int, make: Callable[[int], Awaitable[Any]]) -> list[float]:
+    """Latency of each of ``calls`` sequential calls, in milliseconds."""
+    latencies = []
+    for index in range(calls):
+        start = time.perf_counter()
+        await make(index)
+        latencies.append((time.perf_counter() - start) * 1000)
+    return latencies
+
+
+def summary(latencies: list[float]) -> str:
+    ordered = sorted(latencies)
+    p99 = ordered[int(len(ordered) * 0.99) - 1]
+    return f"p50 {statistics.median(ordered):.3f} ms, p99 {p99:.3f} ms"
+
+
+async def concurrent(total: int, in_flight: int, make: Callable[[int], Awaitable[Any]]) -> float:
+    """Calls per second with ``in_flight`` calls outstanding at any time."""
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(index: int) -> None:
+        async with gate:
+            await make(index)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(index) for index in range(total)))
+    return total / (time.perf_counter() - start)
+
+
+async def bench_backend(backend: RedisBackend, events: int) -> None:
+    store = backend.run_events
+    latencies = await timed(2000, lambda _: store.append(event("seq")))
+    print(f"append, one at a time: {summary(latencies)}")
+    rate = await concurrent(20000, 64, lambda _: store.append(event("hot")))
+    print(f"append, 64 in flight on one run: {rate:,.0f}/s")
+    rate = await concurrent(20000, 64, lambda n: store.append(event(f"spread-{n % 16}")))
+    print(f"append, 64 in flight over 16 runs: {rate:,.0f}/s")
+
+    remaining = events - 20000
+    await concurrent(remaining, 64, lambda _: store.append(event("hot")))
+    latencies = await timed(2000, lambda _: store.list("hot", after_seq=events - 10, limit=101))
+    print(f"tail read (10 new events) of a {events:,}-event log: {summary(latencies)}")
+    latencies = await timed(500, lambda _: store.list("hot", after_seq=events // 2, limit=101))
+    print(f"read 100 events from the middle of it: {summary(latencies)}")
+
+    for index in range(10000):
+        await backend.agents.create(
+            {"agentId": f"agent-{index:05d}", "cwd": f"/w/{index % 10}", "updatedAt": index}
+        )
+        await backend.runs.create(
+            {
+                "runId": f"run-{index:05d}",
+                "agentId": f"agent-{index % 100:05d}",
+                "turnNumber": index,
+            }
+        )
+    deep = AgentPosition(updated_at=5000, agent_id="agent-05000")
+    latencies = await timed(300, lambda _: backend.agents.list(cwd=None, after=None, limit=51))
+    print(f"agents page of 50 of 10,000, first: {summary(latencies)}")
+    latencies = await timed(300, lambda _: backend.agents.list(cwd=None, after=deep, limit=51))
+    print(f"agents page of 50 of 10,000, deep: {summary(latencies)}")
+    latencies = await timed(300, lambda _: backend.agents.list(cwd="/w/3", after=None, limit=51))
+    print(f"agents page of 50 of one cwd (1,000 of 10,000): {summary(latencies)}")
+    deep_run = RunPosition(turn_number=5000, run_id="run-05000", agent_id="agent-00000")
+    latencies = await timed(
+        300, lambda _: backend.runs.list(agent_ids=None, run_ids=None, after=deep_run, limit=51)
+    )
+    print(f"runs page of 50 of 10,000, deep: {summary(latencies)}")
+    latencies = await timed(
+        300,
+        lambda _: backend.runs.list(agent_ids=["agent-00042"], run_ids=None, after=None, limit=51),
+    )
+    print(f"runs page of one agent (100 runs): {summary(latencies)}")
+
+
+async def server_usec(client: aioredis.Redis, command: str) -> int:
+    """Microseconds Redis has spent in ``command`` since its stats were last reset."""
+    stats = await client.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("usec", 0))
+
+
+async def bench_structures(client: aioredis.Redis, prefix: str, events: int) -> None:
+    body = json.dumps(event("r"), separators=(",", ":"))
+    stream, listing, zset = (f"{{{prefix}:cmp}}:{kind}" for kind in ("stream", "list", "zset"))
+    for start in range(1, events + 1, 1000):
+        pipe = client.pipeline(transaction=False)
+        for seq in range(start, min(start + 1000, events + 1)):
+            pipe.xadd(stream, {"e": body}, id=f"{seq}-0")
+            pipe.rpush(listing, body)
+            # A sorted-set member must be unique: the seq goes into it.
+            pipe.zadd(zset, {f"{seq}:{body}": seq})
+        await pipe.execute()
+    middle = events // 2
+    reads = {
+        "stream": lambda _: client.xrange(stream, min=f"{middle}-0", count=100),
+        "list": lambda _: client.lrange(listing, middle - 1, middle + 98),
+        "zset": lambda _: client.zrange(zset, middle, "+inf", byscore=True, offset=0, num=100),
+    }
+    commands = {"stream": "xrange", "list": "lrange", "zset": "zrange"}
+    for kind, key in (("stream", stream), ("list", listing), ("zset", zset)):
+        usage = await client.memory_usage(key, samples=0) or 0
+        before = await server_usec(client, commands[kind])
+        latencies = await timed(500, reads[kind])
+        spent = await server_usec(client, commands[kind]) - before
+        print(
+            f"{kind:6}: {usage / events:6.1f} bytes/event ({len(body)}-byte body); "
+            f"100 from the middle: in Redis {spent / 500:.1f} us/call, "
+            f"round trip {summary(latencies)}"
+        )
+    await client.delete(stream, listing, zset)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args()
+    prefix = f"bench-{secrets.token_hex(4)}"
+    backend = open_backend(get_plugin_manager(), f"{args.url}?prefix={prefix}")
+    assert isinstance(backend, RedisBackend)
+    client = aioredis.Redis.from_url(args.url)
+    await backend.start(migrate=True)
+    try:
+        info = await client.info("server")
+        print(f"Redis {info['redis_version']}, {args.url}, prefix {prefix}")
+        await bench_backend(backend, args.events)
+        await bench_structures(client, prefix, args.events)
+    finally:
+        for pattern in [*KeySpace(prefix).patterns(), f"{{{prefix}:cmp}}*"]:
+            async for key in client.scan_iter(match=pattern, count=1000):
+                await client.unlink(key)
+        await backend.close()
+        await client.aclose()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
