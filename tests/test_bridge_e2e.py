@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bridge_store.client import BridgeProcess, launch_bridge, local_options
+from bridge_store.client import BridgeProcess, Sidecar, launch_bridge, local_options, start_sidecar
 from tests.support.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.server import ServerProcess, serve
 
@@ -314,3 +314,65 @@ def test_agent_life_cycle_through_the_real_bridge(
         assert [event.offset for event in replayed if event.kind == "sdk_message"] == [
             event["offset"] for event in before_restart["events"][resumed_run.id]
         ]
+
+
+# -- two bridges, one database --------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_two_bridges_with_their_own_sidecars_see_each_others_agents(
+    make_postgres_url: Callable[[], str],
+    cursor_api: CursorApiStub,
+    project: Path,
+    bridge_env: dict[str, str],
+) -> None:
+    database = make_postgres_url()
+    agent_options: dict[str, Any] = {
+        "model": MODEL_ID,
+        "api_key": API_KEY,
+        "local": local_options(project),
+    }
+
+    def start(sidecar: Sidecar, name: str) -> BridgeProcess:
+        return launch_bridge(
+            sidecar.url,
+            sidecar.auth_token,
+            workspace=project,
+            state_root=project.parent / f"state-{name}",
+            env=bridge_env,
+        )
+
+    with (
+        start_sidecar(database) as sidecar_a,
+        start_sidecar(database) as sidecar_b,
+        start(sidecar_a, "a") as bridge_a,
+        start(sidecar_b, "b") as bridge_b,
+        bridge_a.client() as client_a,
+        bridge_b.client() as client_b,
+    ):
+        assert sidecar_a.url != sidecar_b.url
+        made_by_a = client_a.agents.create(agent_options, name="made by A")
+        made_by_b = client_b.agents.create(agent_options, name="made by B")
+
+        for client in (client_a, client_b):
+            listed = {agent.agent_id for agent in client.agents.list().auto_paging_iter()}
+            assert listed == {made_by_a.agent_id, made_by_b.agent_id}
+        assert client_b.agents.get(made_by_a.agent_id).name == "made by A"
+        assert client_a.agents.get(made_by_b.agent_id).name == "made by B"
+
+        # A run made through bridge A, read back through bridge B.
+        result = made_by_a.send("hello").wait()
+        assert result.status == "error"
+        wait_until(
+            lambda: client_b.agents.get(made_by_a.agent_id).status == "error",
+            "bridge B sees the run of bridge A's agent ended",
+        )
+        assert [run.id for run in client_b.agents.list_runs(made_by_a.agent_id)] == [result.id]
+        observed = list(client_b.agents.get_run(result.id).observe())
+        assert [event.kind for event in observed][-2:] == ["result", "done"]
+        assert any(event.kind == "sdk_message" for event in observed)
+
+        # Bridge B deletes bridge A's agent; bridge A no longer finds it.
+        client_b.agents.delete(made_by_a.agent_id)
+        remaining = [agent.agent_id for agent in client_a.agents.list().auto_paging_iter()]
+        assert remaining == [made_by_b.agent_id]
