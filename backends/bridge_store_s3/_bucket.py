@@ -89,7 +89,7 @@ class Bucket:
             connect_timeout=s.connect_timeout,
             read_timeout=s.read_timeout,
             max_pool_connections=s.max_connections,
-            retries={"max_attempts": s.max_attempts, "mode": "standard"},
+            retries={"total_max_attempts": s.max_attempts, "mode": "standard"},
             s3={"addressing_style": s.addressing_style},
             # Checksums only where S3 demands them (DeleteObjects): several
             # S3-compatible stores reject the newer default trailing checksums.

@@ -67,6 +67,7 @@ class S3Server:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.endpoint_url = ""
+        self._client: Any = None
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         with self._lock:
@@ -86,6 +87,9 @@ class S3Server:
         self._thread.start()
 
     def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -96,13 +100,16 @@ class S3Server:
 
     def client(self) -> Any:
         """A plain (sync) botocore S3 client for setup, inspection and clean-up."""
-        return botocore.session.get_session().create_client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
-        )
+        # Made once: building a botocore client loads the whole S3 service model.
+        if self._client is None:
+            self._client = botocore.session.get_session().create_client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=REGION,
+                aws_access_key_id=ACCESS_KEY,
+                aws_secret_access_key=SECRET_KEY,
+            )
+        return self._client
 
     def create_bucket(self, bucket: str = BUCKET) -> None:
         client = self.client()
