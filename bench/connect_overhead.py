@@ -183,6 +183,16 @@ def seed(base_url: str) -> None:
             assert answer.json() == {"output": AGENT}, answer.text
 
 
+def clear_events(base_url: str) -> None:
+    """Drop appended events between runs, so every run starts with the same heap."""
+    httpx.post(
+        base_url + CALL_STORE_PATH,
+        json={"substore": "runEvents", "method": "delete", "input": {"filter": {}}},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=60,
+    ).raise_for_status()
+
+
 # -- the load generator ---------------------------------------------------------------
 
 
@@ -272,7 +282,9 @@ def main() -> None:
                         for impl, (_, base_url) in servers.items():
                             url = base_url + CALL_STORE_PATH
                             run_wrk(url, script, connections, args.warmup)
+                            clear_events(base_url)
                             results[impl].append(run_wrk(url, script, connections, args.duration))
+                            clear_events(base_url)
                     for impl, runs in results.items():
                         print(format_row(impl, scenario, connections, runs), flush=True)
         print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
