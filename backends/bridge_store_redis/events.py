@@ -28,8 +28,6 @@ from ._rows import DELETE_BATCH
 from .keys import KeySpace, from_utf8, utf8
 from .scripts import Scripts
 
-_BODY = b"e"
-
 
 class RedisRunEvents:
     def __init__(
@@ -58,15 +56,11 @@ class RedisRunEvents:
 
     @redis_errors
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
-        entries = cast(
-            "list[tuple[bytes, dict[bytes, bytes]]]",
-            await self._client.xrange(
-                self._keys.event_log(run_id), min=f"{after_seq + 1}-0", count=limit
-            ),
+        bodies: list[bytes] = await self._scripts.read_events(
+            keys=[self._keys.event_log(run_id)], args=[after_seq + 1, limit]
         )
         return [
-            stored_event(decode(fields[_BODY]), int(entry_id.split(b"-")[0]))
-            for entry_id, fields in entries
+            stored_event(decode(body), seq) for seq, body in enumerate(bodies, start=after_seq + 1)
         ]
 
     @redis_errors

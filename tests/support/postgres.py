@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -134,3 +135,81 @@ def terminate_connections(url: str) -> int:
             await connection.close()
 
     return run_async(work)
+
+
+class TcpProxy:
+    """A loopback TCP forwarder to the test server that can be taken down and back.
+
+    Stands in for the database going away: :meth:`stop` closes the listening socket
+    and cuts every open connection, as a stopped server or a network failure would,
+    without touching the real server other tests use. :meth:`start` listens again on
+    the same port. Runs its own event loop in a thread, so it serves sync tests,
+    async tests and server subprocesses alike.
+    """
+
+    def __init__(self) -> None:
+        target = urlsplit(ADMIN_URL)
+        self._target = (target.hostname or "127.0.0.1", target.port or 5432)
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    def url(self, database_name: str) -> str:
+        parts = urlsplit(ADMIN_URL)
+        user = parts.username or "postgres"
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database_name}"
+
+    def _call(self, factory: Callable[[], Awaitable[T]]) -> T:
+        async def main() -> T:
+            return await factory()
+
+        return asyncio.run_coroutine_threadsafe(main(), self._loop).result(timeout=30)
+
+    def start(self) -> None:
+        async def listen() -> None:
+            self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+
+        self._call(listen)
+
+    def stop(self) -> None:
+        async def shut() -> None:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            for writer in list(self._writers):
+                writer.transport.abort()
+            self._writers.clear()
+
+        self._call(shut)
+
+    def close(self) -> None:
+        self.stop()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.update((writer, upstream_writer))
+        await asyncio.gather(
+            self._pipe(reader, upstream_writer),
+            self._pipe(upstream_reader, writer),
+        )
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.transport.abort()
+            self._writers.discard(writer)
