@@ -95,6 +95,8 @@ class _StderrPump:
         self._lock = threading.Lock()
         self._settled = threading.Event()
         self.ready_line: str | None = None
+        #: Every process holding the pipe has closed it (usually: the child exited).
+        self.closed = False
         self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self._thread.start()
 
@@ -109,6 +111,7 @@ class _StderrPump:
                 self._echo.write(line)
                 self._echo.flush()
         stream.close()
+        self.closed = True
         self._settled.set()
 
     def wait_ready(self, timeout: float) -> str | None:
@@ -176,6 +179,17 @@ def _start(
         raise ConfigurationError(f"cannot start {what} ({argv[0]}): {error}") from None
     assert process.stderr is not None
     pump = _StderrPump(process.stderr, prefix, echo)
+    try:
+        return process, pump, _await_ready(process, pump, prefix, timeout, what)
+    except BaseException:
+        # Also when interrupted (Ctrl-C, a signal handler): never leave the child behind.
+        _stop(process, pump, STOP_TIMEOUT_SECONDS)
+        raise
+
+
+def _await_ready(
+    process: subprocess.Popen[str], pump: _StderrPump, prefix: str, timeout: float, what: str
+) -> dict[str, Any]:
     line = pump.wait_ready(timeout)
     payload: Any = None
     if line is not None:
@@ -183,17 +197,19 @@ def _start(
             payload = json.loads(line[len(prefix) :])
         except json.JSONDecodeError:
             payload = None
-    if not isinstance(payload, dict):
-        if line is not None:
-            reason = f"printed an unreadable ready line {line.strip()!r}"
-        elif process.poll() is not None:
-            reason = f"exited with status {process.returncode} before it was ready"
-        else:
-            reason = f"printed no ready line within {timeout:g}s"
-        _stop(process, pump, STOP_TIMEOUT_SECONDS)
-        output = "".join(pump.tail()).rstrip()
-        raise ConfigurationError(f"{what} {reason}" + (f":\n{output}" if output else ""))
-    return process, pump, payload
+    if isinstance(payload, dict):
+        return payload
+    if line is not None:
+        reason = f"printed an unreadable ready line {line.strip()!r}"
+    elif pump.closed:
+        # The pipe closes a moment before the exit status can be collected.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(STOP_TIMEOUT_SECONDS)
+        reason = f"exited with status {process.poll()} before it was ready"
+    else:
+        reason = f"printed no ready line within {timeout:g}s"
+    output = "".join(pump.tail()).rstrip()
+    raise ConfigurationError(f"{what} {reason}" + (f":\n{output}" if output else ""))
 
 
 @dataclass
@@ -442,8 +458,23 @@ class _Terminated(Exception):
     pass
 
 
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated
+class _StopRequest:
+    """SIGTERM/SIGINT handling for ``bridge_main``.
+
+    A signal during the launch is only remembered: ``launch_bridge`` cleans up after
+    itself, but an exception landing between its return and the assignment of its
+    result would leave the bridge, which runs in its own session, behind. Once armed,
+    the handler raises to interrupt the wait for the bridge.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.armed = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+        if self.armed:
+            raise _Terminated
 
 
 def bridge_main(
@@ -462,26 +493,34 @@ def bridge_main(
     The bridge's stderr, its ``cursor-sdk-bridge ready {JSON}`` line included, is
     passed through unchanged, so whatever launches ``cursor-sdk-bridge`` and reads
     that line can launch this instead. Runs until the bridge exits or this process
-    gets SIGTERM/SIGINT (then stops the bridge and returns 0); otherwise returns the
-    bridge's exit status. Raises ConfigurationError for a missing token or a bridge
+    gets SIGTERM/SIGINT (then stops the bridge and returns 0; a signal during the
+    launch takes effect once the bridge is up); otherwise returns the bridge's exit
+    status. Raises ConfigurationError for a missing token or a bridge
     that does not start.
     """
     token = read_auth_token(token_file, os.environ if environ is None else environ)
-    bridge = launch_bridge(
-        store_url,
-        token,
-        host=host,
-        port=port,
-        workspace=workspace,
-        state_root=state_root,
-        verbose=verbose,
-        echo=sys.stderr,
-    )
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    stop = _StopRequest()
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    bridge: BridgeProcess | None = None
     try:
+        bridge = launch_bridge(
+            store_url,
+            token,
+            host=host,
+            port=port,
+            workspace=workspace,
+            state_root=state_root,
+            verbose=verbose,
+            echo=sys.stderr,
+        )
+        stop.armed = True
+        if stop.requested:
+            return 0
         return bridge.process.wait()
-    except (_Terminated, KeyboardInterrupt):
+    except _Terminated:
         return 0
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        bridge.close()
+        if bridge is not None:
+            bridge.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
