@@ -30,6 +30,8 @@ def dump(client: redis.Redis) -> dict[bytes, bytes]:
             parts = [part for item in fields.items() for part in item]
         elif kind == b"zset":
             parts = cast("list[bytes]", client.zrange(key, 0, -1))
+        elif kind == b"string":
+            parts = [cast("bytes", client.get(key))]
         elif kind == b"stream":
             entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(key))
             parts = [value for _, body in entries for value in body.values()]

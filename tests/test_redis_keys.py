@@ -77,9 +77,12 @@ def test_top_sorts_above_every_utf8_byte() -> None:
 
 def test_each_substore_of_a_prefix_is_one_cluster_slot() -> None:
     keys = KeySpace("team-a")
-    for substore in ("agents", "runs", "checkpoints"):
+    for substore in ("agents", "runs"):
         table = keys.table(substore, ("x", "y"))
         assert len({key_slot(utf8(key)) for key in table.all()}) == 1
+    blobs = [utf8(keys.blob_index("blob")), utf8(keys.blob_index("agent"))]
+    blobs += [keys.blob(terminated(blob) + utf8("agent-{2}")) for blob in TRICKY]
+    assert len({key_slot(key) for key in blobs}) == 1
     events = [utf8(keys.event_runs()), keys.event_log("run-{1}"), keys.event_keys("日本")]
     assert len({key_slot(key) for key in events}) == 1
     # Four substores, four tags: a cluster can put them on different shards.

@@ -1,7 +1,8 @@
 """A table of rows in Redis: documents in one hash, ordered indexes in sorted sets.
 
-Agents, runs and checkpoints are all such tables; they differ only in how they encode
-their fields and index members (see :mod:`bridge_store_redis.keys`).
+Agents and runs are such tables; they differ only in how they encode their fields and
+index members (see :mod:`bridge_store_redis.keys`). Checkpoints keep their blobs in
+keys of their own but read their indexes the same way (:func:`read_ranges`).
 """
 
 from __future__ import annotations
@@ -67,15 +68,6 @@ class RowTable:
         values = await self._client.hmget(self._keys.docs, list(fields))
         return cast("list[bytes | None]", values)
 
-    async def existing(self, fields: Sequence[bytes]) -> list[bytes]:
-        """Those of ``fields`` that hold a row (without reading the documents)."""
-        if not fields:
-            return []
-        packed = cast(
-            "list[bytes | None]", await self._client.hmget(self._keys.members, list(fields))
-        )
-        return [field for field, value in zip(fields, packed, strict=True) if value is not None]
-
     async def put(
         self,
         mode: Literal["create", "update"],
@@ -110,27 +102,40 @@ class RowTable:
                 return
 
     async def read(
-        self,
-        index: int,
-        spans: Sequence[Range],
-        *,
-        limit: int,
-        reverse: bool = False,
-        fetch: bool = True,
+        self, index: int, spans: Sequence[Range], *, limit: int, reverse: bool = False
     ) -> list[list[Row]]:
-        """Up to ``limit`` rows of each span, in index order (descending if ``reverse``),
-        read in one atomic step; ``value`` is the document, or None when not fetched."""
-        if not spans:
-            return []
-        args: list[bytes | int] = [int(reverse), limit, int(fetch)]
-        for span in spans:
-            args.extend(span.args())
-        result: list[list[Any]] = await self._scripts.read_ranges(
-            keys=[self._keys.docs, self._keys.indexes[index - 1]], args=args
+        """Up to ``limit`` rows (with documents) of each span of index ``index`` (1-based)."""
+        return await read_ranges(
+            self._scripts,
+            self._keys.indexes[index - 1],
+            spans,
+            limit=limit,
+            reverse=reverse,
+            docs=self._keys.docs,
         )
-        pages: list[list[Row]] = []
-        for found in result:
-            fields: list[bytes] = found[0]
-            values: list[bytes | None] = found[1] if len(found) > 1 else [None] * len(fields)
-            pages.append([Row(field, value) for field, value in zip(fields, values, strict=True)])
-        return pages
+
+
+async def read_ranges(
+    scripts: Scripts,
+    index: str,
+    spans: Sequence[Range],
+    *,
+    limit: int,
+    reverse: bool = False,
+    docs: str | None = None,
+) -> list[list[Row]]:
+    """Up to ``limit`` rows of each span, in index order (descending if ``reverse``),
+    read in one atomic step; each row's document from the hash ``docs`` if given."""
+    if not spans:
+        return []
+    args: list[bytes | int] = [int(reverse), limit]
+    for span in spans:
+        args.extend(span.args())
+    keys = [index] if docs is None else [index, docs]
+    result: list[list[Any]] = await scripts.read_ranges(keys=keys, args=args)
+    pages: list[list[Row]] = []
+    for found in result:
+        fields: list[bytes] = found[0]
+        values: list[bytes | None] = found[1] if len(found) > 1 else [None] * len(fields)
+        pages.append([Row(field, value) for field, value in zip(fields, values, strict=True)])
+    return pages

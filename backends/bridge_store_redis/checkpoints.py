@@ -1,17 +1,22 @@
-"""Checkpoint blobs: one hash of blob bytes keyed by (blobId, agentId), two indexes.
+"""Checkpoint blobs: one string key per blob, and two ordered indexes.
 
-The row field is ``terminated(blobId) + agentId``, which already sorts in the
-contract's order (blobId, agentId). Index members:
+A blob is identified by ``field = terminated(blobId) + agentId``, which already sorts
+in the contract's order (blobId, agentId); its bytes live in ``blob:<field>``. Blobs
+get keys of their own, not fields of one hash, so that no single key grows with every
+blob of a deployment (a multi-gigabyte key blocks Redis when it is deleted, dumped or
+migrated between cluster nodes). Index members:
 
 - ``by-blob``: the field itself, for unfiltered and blobIds-filtered lists;
 - ``by-agent``: ``terminated(agentId) + terminated(blobId)``, one range per agent.
 
-Listing reads index members only, never the blobs.
+A blob's index members follow from its identity, so unlike agents and runs no record
+of them is kept. Listing reads the indexes only, never the blobs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -19,11 +24,9 @@ from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
 
 from ._errors import redis_errors
-from ._rows import Range, RowTable
+from ._rows import DELETE_BATCH, Range, read_ranges
 from .keys import KeySpace, from_utf8, split_terminated, terminated, utf8
 from .scripts import Scripts
-
-_BY_BLOB, _BY_AGENT = 1, 2
 
 
 def _field(agent_id: str, blob_id: str) -> bytes:
@@ -35,41 +38,72 @@ def _ref(field: bytes) -> BlobRef:
     return BlobRef(blob_id=blob_id, agent_id=from_utf8(rest))
 
 
+def _by_agent_member(ref: BlobRef) -> bytes:
+    return terminated(ref.agent_id) + terminated(ref.blob_id)
+
+
 class RedisCheckpoints:
     def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
-        self._table = RowTable(client, keys.table("checkpoints", ("blob", "agent")), scripts)
+        self._client = client
+        self._keys = keys
+        self._scripts = scripts
+        self._by_blob = keys.blob_index("blob")
+        self._by_agent = keys.blob_index("agent")
 
     @redis_errors
     async def get(self, agent_id: str, blob_id: str) -> bytes | None:
-        return await self._table.get(_field(agent_id, blob_id))
+        data = await self._client.get(self._keys.blob(_field(agent_id, blob_id)))
+        return cast("bytes | None", data)
 
     @redis_errors
     async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
-        if not await self._table.put("create", *self._row(agent_id, blob_id, data)):
+        field = _field(agent_id, blob_id)
+        created = await self._scripts.create_blob(
+            keys=[self._keys.blob(field), self._by_blob, self._by_agent],
+            args=[data, field, terminated(agent_id) + terminated(blob_id)],
+        )
+        if not created:
             raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
 
     @redis_errors
     async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
-        if not await self._table.put("update", *self._row(agent_id, blob_id, data)):
+        # One key, no index change: SET ... XX replaces it only if it exists.
+        if not await self._client.set(self._keys.blob(_field(agent_id, blob_id)), data, xx=True):
             raise not_found(f"checkpoint blob {blob_id} of agent {agent_id} not found")
-
-    def _row(self, agent_id: str, blob_id: str, data: bytes) -> tuple[bytes, bytes, list[bytes]]:
-        """The field, value and index members of a blob row."""
-        field = _field(agent_id, blob_id)
-        return field, data, [field, terminated(agent_id) + terminated(blob_id)]
 
     @redis_errors
     async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
         if agent_ids is not None and blob_ids is not None:
-            await self._table.remove([_field(a, b) for a in agent_ids for b in blob_ids])
-        elif agent_ids is not None:
-            for agent_id in agent_ids:
-                await self._table.remove_range(_BY_AGENT, _agent_span(agent_id, None))
+            refs = [BlobRef(blob_id=b, agent_id=a) for a in agent_ids for b in blob_ids]
+            for start in range(0, len(refs), DELETE_BATCH):
+                await self._delete(refs[start : start + DELETE_BATCH])
+            return
+        if agent_ids is not None:
+            index, spans = self._by_agent, [_agent_span(a, None) for a in agent_ids]
         elif blob_ids is not None:
-            for blob_id in blob_ids:
-                await self._table.remove_range(_BY_BLOB, Range.starting_with(terminated(blob_id)))
+            index, spans = self._by_blob, [Range.starting_with(terminated(b)) for b in blob_ids]
         else:
-            await self._table.remove_range(_BY_BLOB, Range.starting_with(b""))
+            index, spans = self._by_blob, [Range.starting_with(b"")]
+        # A batch is read, then deleted atomically with its index entries; a blob
+        # created in between is simply not deleted, as if created after the delete.
+        for span in spans:
+            while True:
+                [page] = await read_ranges(self._scripts, index, [span], limit=DELETE_BATCH)
+                await self._delete([_ref(row.field) for row in page])
+                if len(page) < DELETE_BATCH:
+                    break
+
+    async def _delete(self, refs: Sequence[BlobRef]) -> None:
+        if not refs:
+            return
+        fields = [_field(ref.agent_id, ref.blob_id) for ref in refs]
+        members: list[bytes] = []
+        for field, ref in zip(fields, refs, strict=True):
+            members.extend((field, _by_agent_member(ref)))
+        await self._scripts.delete_blobs(
+            keys=[self._by_blob, self._by_agent, *(self._keys.blob(f) for f in fields)],
+            args=members,
+        )
 
     @redis_errors
     async def list(
@@ -82,19 +116,25 @@ class RedisCheckpoints:
     ) -> list[BlobRef]:
         if agent_ids is not None and blob_ids is not None:
             fields = [_field(a, b) for a in agent_ids for b in blob_ids]
-            refs = [_ref(field) for field in await self._table.existing(fields)]
+            # redis-py annotates members as str; bytes go over the wire unchanged.
+            scores = await self._client.zmscore(self._by_blob, cast("list[str]", fields))
+            refs = [
+                _ref(field)
+                for field, score in zip(fields, scores, strict=True)
+                if score is not None
+            ]
         else:
             if agent_ids is not None:
-                index, spans = _BY_AGENT, [_agent_span(a, after) for a in agent_ids]
+                index, spans = self._by_agent, [_agent_span(a, after) for a in agent_ids]
             elif blob_ids is not None:
-                index = _BY_BLOB
+                index = self._by_blob
                 spans = [span for b in blob_ids if (span := _blob_span(b, after)) is not None]
             else:
                 span = Range.starting_with(b"")
                 if after is not None:
                     span = span.with_low(b"(" + _field(after.agent_id, after.blob_id))
-                index, spans = _BY_BLOB, [span]
-            pages = await self._table.read(index, spans, limit=limit, fetch=False)
+                index, spans = self._by_blob, [span]
+            pages = await read_ranges(self._scripts, index, spans, limit=limit)
             refs = [_ref(row.field) for page in pages for row in page]
         return sorted(ref for ref in refs if after is None or ref > after)[:limit]
 

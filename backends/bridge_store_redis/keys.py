@@ -81,7 +81,7 @@ class KeySpace:
         """
         return [f"{self.tag(substore)}*" for substore in SUBSTORE_NAMES]
 
-    # Row tables (agents, runs, checkpoints): a hash of documents, a hash of each row's
+    # Row tables (agents, runs): a hash of documents, a hash of each row's
     # index members (so updates and deletes can find the old ones), one zset per index.
 
     def table(self, substore: str, indexes: tuple[str, ...]) -> TableKeys:
@@ -91,6 +91,14 @@ class KeySpace:
             members=f"{tag}:members",
             indexes=tuple(f"{tag}:by-{name}" for name in indexes),
         )
+
+    # Checkpoints: a string key per blob, and the table's two indexes.
+
+    def blob(self, field: bytes) -> bytes:
+        return utf8(f"{self.tag('checkpoints')}:blob:") + field
+
+    def blob_index(self, name: str) -> str:
+        return f"{self.tag('checkpoints')}:by-{name}"
 
     # Run event logs: one stream and one idempotency-key hash per run, and a registry
     # of the runs that have a log (so "delete every event" needs no SCAN).

@@ -5,7 +5,7 @@ one transparently if the server forgot it, e.g. after a restart). Each script to
 the keys of one substore only and is given all of them in ``KEYS`` (computed in
 Python), which is what Redis Cluster requires; none reads a key name out of data.
 
-Row tables (agents, runs, checkpoints) share one shape: ``KEYS[1]`` a hash of
+Row tables (agents, runs) share one shape: ``KEYS[1]`` a hash of
 documents by row field, ``KEYS[2]`` a hash of each row's index members packed with
 cmsgpack, ``KEYS[3..]`` one sorted set per index (score 0, members ordered by bytes).
 Index number ``n`` (1-based) is ``KEYS[n + 2]``. Ranges over an index name the row a
@@ -88,19 +88,19 @@ return #members
 """
 )
 
-#: KEYS[1]: documents hash, KEYS[2]: the index. ARGV: '1' for descending order, the
-#: limit per range, '1' to fetch documents, then per range: min, max, skip, before,
-#: after. Returns per range {fields, documents} (documents only when fetched), read
-#: in one step so a page never mixes index and document states.
+#: KEYS[1]: an index; KEYS[2], if given: the documents hash, to fetch each row's
+#: document. ARGV: '1' for descending order, the limit per range, then per range: min,
+#: max, skip, before, after. Returns per range {fields, documents?}, read in one step
+#: so a page never mixes index and document states.
 READ_RANGES = """
-local reverse, limit, fetch = ARGV[1] == '1', ARGV[2], ARGV[3] == '1'
+local reverse, limit, fetch = ARGV[1] == '1', ARGV[2], #KEYS == 2
 local result = {}
-for r = 4, #ARGV, 5 do
+for r = 3, #ARGV, 5 do
   local members
   if reverse then
-    members = redis.call('ZRANGE', KEYS[2], ARGV[r + 1], ARGV[r], 'BYLEX', 'REV', 'LIMIT', 0, limit)
+    members = redis.call('ZRANGE', KEYS[1], ARGV[r + 1], ARGV[r], 'BYLEX', 'REV', 'LIMIT', 0, limit)
   else
-    members = redis.call('ZRANGE', KEYS[2], ARGV[r], ARGV[r + 1], 'BYLEX', 'LIMIT', 0, limit)
+    members = redis.call('ZRANGE', KEYS[1], ARGV[r], ARGV[r + 1], 'BYLEX', 'LIMIT', 0, limit)
   end
   local skip, fields = tonumber(ARGV[r + 2]), {}
   for i, member in ipairs(members) do
@@ -108,11 +108,32 @@ for r = 4, #ARGV, 5 do
   end
   local rows = {fields}
   if fetch and #fields > 0 then
-    rows[2] = redis.call('HMGET', KEYS[1], unpack(fields))
+    rows[2] = redis.call('HMGET', KEYS[2], unpack(fields))
   end
   result[#result + 1] = rows
 end
 return result
+"""
+
+#: Checkpoint blobs are one string key each (a hash of every blob would grow into one
+#: multi-gigabyte key). KEYS: the blob key, the by-blob and by-agent indexes.
+#: ARGV: the blob, its two index members. Returns 0 if the blob exists, else 1.
+CREATE_BLOB = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], 0, ARGV[2])
+redis.call('ZADD', KEYS[3], 0, ARGV[3])
+return 1
+"""
+
+#: KEYS: the by-blob and by-agent indexes, then the blob keys. ARGV: per blob key, its
+#: two index members.
+DELETE_BLOBS = """
+for i = 3, #KEYS do
+  redis.call('DEL', KEYS[i])
+  redis.call('ZREM', KEYS[1], ARGV[2 * i - 5])
+  redis.call('ZREM', KEYS[2], ARGV[2 * i - 4])
+end
 """
 
 #: KEYS: the run's log stream, its idempotency-key hash, the registry of runs with logs.
@@ -184,6 +205,8 @@ ALL = (
     REMOVE_ROWS,
     REMOVE_RANGE,
     READ_RANGES,
+    CREATE_BLOB,
+    DELETE_BLOBS,
     APPEND_EVENT,
     READ_EVENTS,
     DELETE_EVENT_LOGS,
@@ -199,6 +222,8 @@ class Scripts:
         self.remove_rows = client.register_script(REMOVE_ROWS)
         self.remove_range = client.register_script(REMOVE_RANGE)
         self.read_ranges = client.register_script(READ_RANGES)
+        self.create_blob = client.register_script(CREATE_BLOB)
+        self.delete_blobs = client.register_script(DELETE_BLOBS)
         self.append_event = client.register_script(APPEND_EVENT)
         self.read_events = client.register_script(READ_EVENTS)
         self.delete_event_logs = client.register_script(DELETE_EVENT_LOGS)
