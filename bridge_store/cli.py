@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 
+from .client import bridge_main
 from .config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from .errors import ConfigurationError
 from .plugins import get_plugin_manager
@@ -88,6 +89,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--access-log", action="store_true", help="log every request")
 
+    bridge = commands.add_parser(
+        "bridge",
+        help="run the real cursor-sdk-bridge wired to a running store",
+        description=(
+            "Run cursor-sdk-bridge (from the cursor-sdk package, extra 'client') in the "
+            "foreground with its agent store on a running bridge-store server. Its "
+            "'cursor-sdk-bridge ready {JSON}' line is passed through on stderr."
+        ),
+    )
+    bridge.add_argument(
+        "--store-url", required=True, metavar="URL", help="the bridge-store server's URL"
+    )
+    bridge.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=f"file holding the store's bearer token (default: env {TOKEN_ENV})",
+    )
+    bridge.add_argument("--host", help="address the bridge listens on (default: the bridge's)")
+    bridge.add_argument("--port", type=int, help="port the bridge listens on (default: any free)")
+    bridge.add_argument("--workspace", metavar="DIR", help="the agents' working directory")
+    bridge.add_argument("--state-root", metavar="DIR", help="the bridge's own state directory")
+    bridge.add_argument("--verbose", action="store_true", help="verbose bridge logs")
+
     db = commands.add_parser("db", help="manage SQL schemas", description="Manage SQL schemas.")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     upgrade = db_commands.add_parser(
@@ -150,6 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
+        if args.command == "bridge":
+            return bridge_main(
+                args.store_url,
+                args.auth_token_file,
+                host=args.host,
+                port=args.port,
+                workspace=args.workspace,
+                state_root=args.state_root,
+                verbose=args.verbose,
+            )
         return asyncio.run(_db(args))
     except ConfigurationError as error:
         print(f"bridge-store: {error}", file=sys.stderr)
