@@ -16,9 +16,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import cursor_sdk
 import httpx
 import pytest
 
@@ -34,6 +36,7 @@ from bridge_store.client import (
     start_sidecar,
 )
 from bridge_store.errors import ConfigurationError
+from bridge_store.tokens import TOKEN_ENV
 from tests.support.cursor_api import MODEL_ID, CursorApiStub
 
 STORE_URL = "http://127.0.0.1:9/"
@@ -264,22 +267,53 @@ def test_auth_token_file_problems_are_configuration_errors(
         read_auth_token(token_file, {})
 
 
-def test_bridge_command_needs_a_token() -> None:
+def test_bridge_main_needs_a_token() -> None:
     with pytest.raises(ConfigurationError, match="no store token"):
         bridge_main(STORE_URL, None, environ={})
 
 
-def _lines(stream: Any) -> queue.Queue[str | None]:
+@contextmanager
+def bridge_command(
+    *args: str, env: dict[str, str]
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """Run ``bridge-store bridge *args``; yields it with its passed-through ready line."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge_store", "bridge", *args],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
 
-    def pump() -> None:
+    def pump(stream: IO[str]) -> None:
         for line in stream:
             lines.put(line)
         lines.put(None)
         stream.close()
 
-    threading.Thread(target=pump, daemon=True).start()
-    return lines
+    assert process.stderr is not None
+    threading.Thread(target=pump, args=(process.stderr,), daemon=True).start()
+    try:
+        seen: list[str] = []
+        while (line := lines.get(timeout=WAIT_SECONDS)) is not None:
+            seen.append(line)
+            if line.startswith(BRIDGE_READY_PREFIX):
+                break
+        assert line is not None, "the command ended before the bridge was ready:\n" + "".join(seen)
+        yield process, json.loads(line[len(BRIDGE_READY_PREFIX) :])
+    finally:
+        # SIGTERM first: the command then stops the bridge it started.
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(WAIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def without_store_token() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name != TOKEN_ENV}
 
 
 def test_bridge_command_passes_the_ready_line_through_and_stops_on_sigterm(
@@ -289,32 +323,33 @@ def test_bridge_command_passes_the_ready_line_through_and_stops_on_sigterm(
         **os.environ,
         **fake_bridge.env(),
         "CURSOR_SDK_BRIDGE_BIN": str(fake_bridge.launcher),
-        "BRIDGE_STORE_AUTH_TOKEN": STORE_TOKEN,
+        TOKEN_ENV: STORE_TOKEN,
     }
-    code = (
-        "import sys; from bridge_store.client import bridge_main; "
-        f"sys.exit(bridge_main({STORE_URL!r}, None))"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True
-    )
-    lines = _lines(process.stderr)
-    try:
-        while (line := lines.get(timeout=WAIT_SECONDS)) is not None:
-            if line.startswith(BRIDGE_READY_PREFIX):
-                break
-        assert line is not None, "the command ended before the bridge was ready"
-        assert json.loads(line[len(BRIDGE_READY_PREFIX) :])["url"] == "http://127.0.0.1:9"
+    with bridge_command("--store-url", STORE_URL, env=env) as (process, ready):
+        assert ready["url"] == "http://127.0.0.1:9"
         process.send_signal(signal.SIGTERM)
         assert process.wait(WAIT_SECONDS) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert fake_bridge.stopped()
     started = fake_bridge.started()
-    assert started["argv"][2:4] == ["--store-callback-auth-token", STORE_TOKEN]
-    assert "BRIDGE_STORE_AUTH_TOKEN" not in started["env"]
+    assert started["argv"][:4] == [
+        "--store-callback-url", STORE_URL,
+        "--store-callback-auth-token", STORE_TOKEN,
+    ]  # fmt: skip
+    assert TOKEN_ENV not in started["env"]
+
+
+def test_bridge_command_without_a_token_fails_cleanly() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bridge_store", "bridge", "--store-url", STORE_URL],
+        env=without_store_token(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "no store token" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # -- the sidecar ----------------------------------------------------------------------
@@ -379,3 +414,37 @@ def test_sync_and_async_sdk_clients_reach_the_store_through_the_real_bridge(
         assert "/auth/exchange_user_api_key" in cursor_api.paths()
     assert agent.agent_id.startswith("agent-")
     assert bridge.process.returncode is not None
+
+
+@pytest.mark.bridge
+def test_bridge_command_runs_the_real_bridge_against_a_running_store(
+    tmp_path: Path, cursor_api: CursorApiStub
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {**without_store_token(), "CURSOR_BACKEND_URL": cursor_api.url, "HOME": str(tmp_path)}
+    with start_sidecar("memory://") as sidecar:
+        token_file = tmp_path / "store.token"
+        token_file.write_text(sidecar.auth_token + "\n")
+        args = ["--store-url", sidecar.url, "--auth-token-file", str(token_file)]
+        with bridge_command(*args, "--workspace", str(project), env=env) as (process, ready):
+            # What a launcher reading the ready line does with it.
+            endpoint = cursor_sdk.BridgeEndpoint.from_discovery(ready)
+            with cursor_sdk.Client(endpoint, allow_api_key_env_fallback=True) as client:
+                agent = client.agents.create(
+                    model=MODEL_ID, api_key="key", name="via cli", local=local_options(project)
+                )
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(WAIT_SECONDS) == 0
+        with httpx.Client(base_url=sidecar.url, timeout=WAIT_SECONDS) as http:
+            stored = http.post(
+                "sdk.v1.SdkStoreCallbackService/CallStore",
+                json={"substore": "agents", "method": "get", "input": {"agentId": agent.agent_id}},
+                headers={
+                    "Connect-Protocol-Version": "1",
+                    "Authorization": f"Bearer {sidecar.auth_token}",
+                },
+            )
+        assert stored.json()["output"]["name"] == "via cli"
+    # The bridge's own token file went with it.
+    assert not Path(ready["authTokenFile"]).exists()
