@@ -4,11 +4,14 @@ The bridge ships in the ``cursor-sdk`` package (the ``client`` extra). It sends 
 store operation to the server named by ``--store-callback-url`` once it is told, with
 ``--local-store '{"type":"custom"}'``, that the host owns the store::
 
-    with start_sidecar("sqlite:///agents.db") as store, \\
-            launch_bridge(store.url, store.auth_token, workspace=project) as bridge:
-        client = bridge.client()            # a cursor_sdk.Client
-        agent = client.agents.create(model="composer-2", api_key=key,
-                                     local=local_options(project))
+    with (
+        start_sidecar("sqlite:///agents.db") as store,
+        launch_bridge(store.url, store.auth_token, workspace=project) as bridge,
+        bridge.client() as client,  # a cursor_sdk.Client
+    ):
+        agent = client.agents.create(
+            model="composer-2", api_key=key, local=local_options(project)
+        )
 
 ``start_sidecar`` runs ``bridge-store serve`` as a child process for callers that do
 not already have a store server; ``bridge_main`` is the ``bridge-store bridge`` command.
