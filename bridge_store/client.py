@@ -111,8 +111,10 @@ class _StderrPump:
                 self.ready_line = line
                 self._settled.set()
             if self._echo is not None:
-                self._echo.write(line)
-                self._echo.flush()
+                # A closed or broken echo target must not stop the draining.
+                with contextlib.suppress(OSError, ValueError):
+                    self._echo.write(line)
+                    self._echo.flush()
         stream.close()
         self.closed = True
         self._settled.set()
@@ -498,8 +500,8 @@ def bridge_main(
     that line can launch this instead. Runs until the bridge exits or this process
     gets SIGTERM/SIGINT (then stops the bridge and returns 0; a signal during the
     launch takes effect once the bridge is up); otherwise returns the bridge's exit
-    status. Raises ConfigurationError for a missing token or a bridge
-    that does not start.
+    status. Raises ConfigurationError for a missing token or a bridge that does not
+    start.
     """
     token = read_auth_token(token_file, os.environ if environ is None else environ)
     stop = _StopRequest()
@@ -519,7 +521,9 @@ def bridge_main(
         stop.armed = True
         if stop.requested:
             return 0
-        return bridge.process.wait()
+        status = bridge.process.wait()
+        # Killed by a signal: the shell's convention, not a negative exit status.
+        return status if status >= 0 else 128 - status
     except _Terminated:
         return 0
     finally:

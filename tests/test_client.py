@@ -64,7 +64,7 @@ if mode == "crash":
     sys.exit(3)
 if mode == "garbage":
     print("cursor-sdk-bridge ready {not json", file=sys.stderr, flush=True)
-if mode == "ready":
+if mode in ("ready", "exit-after-ready"):
     token = Path(tempfile.mkdtemp(prefix="cursor-sdk-bridge-"), "auth-token")
     token.write_text("bridge-token")
     ready = {
@@ -73,6 +73,8 @@ if mode == "ready":
         "authTokenFile": str(token), "pid": os.getpid(),
     }
     print("cursor-sdk-bridge ready " + json.dumps(ready), file=sys.stderr, flush=True)
+if mode == "exit-after-ready":
+    sys.exit(5)
 while True:
     signal.pause()
 """
@@ -336,6 +338,17 @@ def test_bridge_command_passes_the_ready_line_through_and_stops_on_sigterm(
         "--store-callback-auth-token", STORE_TOKEN,
     ]  # fmt: skip
     assert TOKEN_ENV not in started["env"]
+
+
+def test_bridge_command_exits_with_the_bridge(fake_bridge: FakeBridge) -> None:
+    env = {
+        **os.environ,
+        **fake_bridge.env("exit-after-ready"),
+        "CURSOR_SDK_BRIDGE_BIN": str(fake_bridge.launcher),
+        TOKEN_ENV: STORE_TOKEN,
+    }
+    with bridge_command("--store-url", STORE_URL, env=env) as (process, _):
+        assert process.wait(WAIT_SECONDS) == 5
 
 
 def test_bridge_command_without_a_token_fails_cleanly() -> None:
