@@ -32,9 +32,6 @@ def dump(client: redis.Redis) -> dict[bytes, bytes]:
             parts = cast("list[bytes]", client.zrange(key, 0, -1))
         elif kind == b"string":
             parts = [cast("bytes", client.get(key))]
-        elif kind == b"stream":
-            entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(key))
-            parts = [value for _, body in entries for value in body.values()]
         else:
             raise AssertionError(f"unexpected {kind!r} key {key!r}")
         contents[key] = b"\x1f".join(parts)

@@ -100,7 +100,7 @@ class KeySpace:
     def blob_index(self, name: str) -> str:
         return f"{self.tag('checkpoints')}:by-{name}"
 
-    # Run event logs: one stream and one idempotency-key hash per run, and a registry
+    # Run event logs: one sorted set and one idempotency-key hash per run, and a registry
     # of the runs that have a log (so "delete every event" needs no SCAN).
 
     def event_log(self, run_id: str) -> bytes:

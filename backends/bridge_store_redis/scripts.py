@@ -136,27 +136,25 @@ for i = 3, #KEYS do
 end
 """
 
-#: KEYS: the run's log stream, its idempotency-key hash, the registry of runs with logs.
+#: KEYS: the run's log, its idempotency-key hash, the registry of runs with logs.
 #: ARGV: run id, event body (JSON without seq/offset), idempotency key ('' for none),
 #: time to live in milliseconds ('0' for none).
-#: Returns {seq} for a new event, or {seq, body} of the event already stored under the key.
-#: The seq is the stream length plus one (entries are never removed one by one, only
-#: whole logs) and the entry id is "<seq>-0", so XRANGE reads by seq directly.
+#: Returns {seq} for a new event, or {seq, member} of the event stored under the key.
+#: The seq is the log's size plus one: events are never removed one by one, only
+#: whole logs, so seqs stay gapless.
 APPEND_EVENT = """
 local key = ARGV[3]
 if key ~= '' then
   local existing = redis.call('HGET', KEYS[2], key)
   if existing then
-    local id = existing .. '-0'
-    local entry = redis.call('XRANGE', KEYS[1], id, id)
-    return {tonumber(existing), entry[1][2][2]}
+    local found = redis.call('ZRANGE', KEYS[1], existing, existing, 'BYSCORE')
+    return {tonumber(existing), found[1]}
   end
 end
-local seq = redis.call('XLEN', KEYS[1]) + 1
-local seq_text = string.format('%d', seq)
-redis.call('XADD', KEYS[1], seq_text .. '-0', 'e', ARGV[2])
+local seq = redis.call('ZCARD', KEYS[1]) + 1
+redis.call('ZADD', KEYS[1], seq, string.format('%016d', seq) .. ARGV[2])
 if key ~= '' then
-  redis.call('HSET', KEYS[2], key, seq_text)
+  redis.call('HSET', KEYS[2], key, seq)
 end
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
@@ -178,19 +176,6 @@ end
 return {seq}
 """
 
-#: KEYS[1]: the run's log stream. ARGV: the first seq wanted, the most events to return.
-#: Returns the event bodies, flat: a log is gapless, so the i-th body has seq
-#: ARGV[1] + i - 1. Flattening here, instead of returning XRANGE's nested entries,
-#: cuts the client's reply parsing several-fold (see bench/redis_events.py).
-READ_EVENTS = """
-local entries = redis.call('XRANGE', KEYS[1], ARGV[1] .. '-0', '+', 'COUNT', ARGV[2])
-local bodies = {}
-for i, entry in ipairs(entries) do
-  bodies[i] = entry[2][2]
-end
-return bodies
-"""
-
 #: KEYS[1]: the registry; then per run its log and idempotency-key hash.
 #: ARGV: the run ids, in the same order.
 DELETE_EVENT_LOGS = """
@@ -208,7 +193,6 @@ ALL = (
     CREATE_BLOB,
     DELETE_BLOBS,
     APPEND_EVENT,
-    READ_EVENTS,
     DELETE_EVENT_LOGS,
 )
 
@@ -225,7 +209,6 @@ class Scripts:
         self.create_blob = client.register_script(CREATE_BLOB)
         self.delete_blobs = client.register_script(DELETE_BLOBS)
         self.append_event = client.register_script(APPEND_EVENT)
-        self.read_events = client.register_script(READ_EVENTS)
         self.delete_event_logs = client.register_script(DELETE_EVENT_LOGS)
 
     async def load(self) -> None:
