@@ -45,7 +45,6 @@ def list_query(
             keyset.after(
                 (t.c.updated_at, t.c.agent_id),
                 (after.updated_at, after.agent_id),
-                pinned={},
                 descending=True,
             )
         )

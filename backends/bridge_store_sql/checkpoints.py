@@ -42,15 +42,8 @@ def list_query(
     """Blob refs in (blob_id, agent_id) order; by one agent the primary key serves it."""
     query = sa.select(t.c.blob_id, t.c.agent_id).where(*_matching(agent_ids, blob_ids))
     if after is not None:
-        pinned: dict[str, str] = {}
-        if agent_ids is not None and len(agent_ids) == 1:
-            pinned["agent_id"] = agent_ids[0]
-        if blob_ids is not None and len(blob_ids) == 1:
-            pinned["blob_id"] = blob_ids[0]
         query = query.where(
-            keyset.after(
-                (t.c.blob_id, t.c.agent_id), (after.blob_id, after.agent_id), pinned=pinned
-            )
+            keyset.after((t.c.blob_id, t.c.agent_id), (after.blob_id, after.agent_id))
         )
     return query.order_by(t.c.blob_id, t.c.agent_id).limit(limit)
 

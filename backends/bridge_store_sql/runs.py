@@ -52,16 +52,10 @@ def list_query(
     """
     query = sa.select(t.c.doc).where(*_matching(agent_ids, run_ids))
     if after is not None:
-        pinned: dict[str, str] = {}
-        if agent_ids is not None and len(agent_ids) == 1:
-            pinned["agent_id"] = agent_ids[0]
-        if run_ids is not None and len(run_ids) == 1:
-            pinned["run_id"] = run_ids[0]
         query = query.where(
             keyset.after(
                 (t.c.turn_number, t.c.run_id, t.c.agent_id),
                 (after.turn_number, after.run_id, after.agent_id),
-                pinned=pinned,
             )
         )
     return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(limit)
