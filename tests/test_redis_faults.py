@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,3 +108,41 @@ async def test_killed_connections_are_replaced(redis_server: RedisServer) -> Non
         stored = await call_or_unavailable(client, "agents", "get", {"agentId": "a1"})
         assert stored == agent("a1")
         await client.call("runEvents", "append", EVENT)
+
+
+async def test_a_full_redis_is_resource_exhausted(redis_server: RedisServer) -> None:
+    async with store_client(redis_server.url) as client:
+        await client.call("agents", "create", {"agent": agent("a1")})
+        with redis_server.client() as admin:
+            admin.config_set("maxmemory", "1")
+            try:
+                for substore, method, data in [
+                    ("agents", "create", {"agent": agent("a2")}),
+                    ("runEvents", "append", EVENT),
+                    ("checkpoints", "create", {"agentId": "a", "blobId": "b", "data": ""}),
+                ]:
+                    error = await client.error(substore, method, data)
+                    assert error.code == Code.RESOURCE_EXHAUSTED, (substore, error)
+                # Reads still work.
+                assert (await client.call("agents", "get", {"agentId": "a1"}))["agentId"] == "a1"
+            finally:
+                admin.config_set("maxmemory", "0")
+        await client.call("agents", "create", {"agent": agent("a2")})
+
+
+async def test_a_read_only_replica_is_unavailable(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    replica = RedisServer(port=free_port(), directory=tmp_path / "replica")
+    replica.directory.mkdir()
+    replica.start()
+    try:
+        with replica.client() as admin:
+            admin.replicaof("127.0.0.1", str(redis_server.port))
+        async with store_client(replica.url) as client:
+            error = await client.error("agents", "create", {"agent": agent("a1")})
+            assert error.code == Code.UNAVAILABLE
+            assert "read-only" in error.message
+            assert await client.call("agents", "get", {"agentId": "a1"}) is None
+    finally:
+        replica.stop()
