@@ -3,7 +3,8 @@
 Each implementation is served by the same uvicorn (one process, asyncio, h11, no
 access log, as ``bridge-store serve`` runs by default) over the memory backend, so
 what differs is only the protocol layer. Load comes from ``wrk`` in a second process
-over loopback, closed-loop with a fixed number of connections (bounded load):
+over loopback, closed-loop with a fixed number of connections (bounded load), sending
+the headers the bridge sends (connect-node: JSON, ``Accept-Encoding: gzip, br``):
 
 - ``append``: ``runEvents.append`` with the largest event of the recorded bridge
   traffic (~1 KB JSON body), the hot path while an agent streams;
@@ -87,6 +88,7 @@ file:close()
 wrk.headers["Content-Type"] = "{content_type}"
 wrk.headers["Connect-Protocol-Version"] = "1"
 wrk.headers["Authorization"] = "Bearer {token}"
+wrk.headers["Accept-Encoding"] = "gzip, br"
 """
 
 
