@@ -23,12 +23,6 @@ from .types import Document
 HEALTH_PATH = "/healthz"
 
 
-async def _healthz(request: Request) -> JSONResponse:
-    # Liveness only, without auth, for orchestrators: answering means the lifespan
-    # opened every store; it does not probe the backends on each call.
-    return JSONResponse({"status": "ok"})
-
-
 def create_app(
     config: ServerConfig, *, plugin_manager: pluggy.PluginManager | None = None
 ) -> Starlette:
@@ -39,6 +33,7 @@ def create_app(
     every installed backend.
     """
     manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+    # A one-slot box: the lifespan puts the open stores in, requests read them.
     serving: list[Stores] = []
 
     async def handle(substore: Any, method: Any, data: Any) -> Document | None:
@@ -56,11 +51,18 @@ def create_app(
             serving.clear()
             await opened.close()
 
+    async def healthz(request: Request) -> JSONResponse:
+        # For orchestrators, without auth: ok once the lifespan has opened every store.
+        # It does not probe the backends, so polling it costs nothing.
+        if not serving:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
     endpoint = CallStoreEndpoint(
         handle, auth_token=config.auth_token, max_request_bytes=config.max_request_bytes
     )
     routes = [
         Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
-        Route(HEALTH_PATH, _healthz, methods=["GET"]),
+        Route(HEALTH_PATH, healthz, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

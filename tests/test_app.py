@@ -150,7 +150,7 @@ async def test_failed_start_closes_what_started_and_fails_startup() -> None:
     ]
 
 
-async def test_calls_before_startup_are_unavailable() -> None:
+async def test_calls_and_health_before_startup_are_unavailable() -> None:
     app = create_app(config(Routes.single("memory://")))
     # ASGITransport runs no lifespan: the stores were never opened.
     transport = httpx.ASGITransport(app=app)
@@ -160,5 +160,7 @@ async def test_calls_before_startup_are_unavailable() -> None:
             json={"substore": "agents", "method": "get", "input": {"agentId": "x"}},
             headers=AUTH,
         )
+        health = await client.get(HEALTH_PATH)
     assert response.status_code == 503
     assert response.json()["code"] == "unavailable"
+    assert (health.status_code, health.json()) == (503, {"status": "starting"})
