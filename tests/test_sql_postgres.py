@@ -19,7 +19,8 @@ from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
 
-from .support.postgres import execute, fetch, free_port, terminate_connections
+from .support.postgres import database_url, execute, fetch, free_port, terminate_connections
+from .test_sql_sqlite import SqlBackendChecks
 
 pytestmark = pytest.mark.postgres
 
@@ -40,6 +41,12 @@ class TestPostgresBackend(StoreConformance):
         if migrated:
             execute(conformance_database, f"TRUNCATE {', '.join(TABLES)}")
         return conformance_database
+
+
+class TestPostgresChecks(SqlBackendChecks):
+    @pytest.fixture
+    def sql_url(self, make_postgres_url: Callable[[], str]) -> str:
+        return make_postgres_url()
 
 
 # -- Postgres specifics ----------------------------------------------------------------
@@ -200,6 +207,13 @@ async def test_tls_parameters_reach_the_driver(make_postgres_url: Callable[[], s
     # The test server runs without TLS: requiring it must fail, and say why.
     backend = open_backend(get_plugin_manager(), make_postgres_url() + "?sslmode=require")
     with pytest.raises(ConfigurationError, match=r"(?i)ssl"):
+        await backend.start(migrate=True)
+
+
+async def test_missing_database_fails_the_start() -> None:
+    url = database_url("bridge_store_test_no_such_database")
+    backend = open_backend(get_plugin_manager(), url)
+    with pytest.raises(ConfigurationError, match="does not exist"):
         await backend.start(migrate=True)
 
 

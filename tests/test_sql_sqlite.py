@@ -18,7 +18,7 @@ from sqlalchemy.dialects import sqlite
 
 from bridge_store.conformance import StoreConformance
 from bridge_store.contract import new_event
-from bridge_store.errors import ConfigurationError
+from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.substores import AgentPosition, BlobRef, RunPosition
 from bridge_store_sql import agents, checkpoints, events, runs
@@ -29,6 +29,62 @@ from bridge_store_sql.settings import SqliteSettings, parse_sqlite
 class TestSqliteBackend(StoreConformance):
     @pytest.fixture
     def store_url(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path}/store.db"
+
+
+class SqlBackendChecks:
+    """Behaviour of the SQL backend on any dialect; needs a ``sql_url`` fixture."""
+
+    async def test_filters_with_more_ids_than_a_statement_can_bind(self, sql_url: str) -> None:
+        backend = await started(sql_url)
+        try:
+            for index in range(10):
+                await backend.agents.create({"agentId": f"a{index}", "cwd": "/w", "updatedAt": 1})
+                await backend.runs.create({"runId": f"r{index}", "agentId": "a0", "turnNumber": 1})
+                await backend.checkpoints.create(f"a{index}", "blob", b"x")
+                await backend.run_events.append(
+                    new_event({"runId": f"r{index}", "eventType": "t"}, "in")
+                )
+            many = [f"missing-{n}" for n in range(40_000)]
+            listed = await backend.runs.list(
+                agent_ids=None, run_ids=[*many, "r3", "r1"], after=None, limit=10
+            )
+            assert [run["runId"] for run in listed] == ["r1", "r3"]
+            refs = await backend.checkpoints.list(
+                agent_ids=[*many, "a2"], blob_ids=None, after=None, limit=10
+            )
+            assert [ref.agent_id for ref in refs] == ["a2"]
+            await backend.agents.delete([*many, "a1", "a2"], None)
+            await backend.runs.delete(None, [*many, "r1"])
+            await backend.run_events.delete([*many, "r1"])
+            await backend.checkpoints.delete([*many, "a1"], None)
+            assert len(await backend.agents.list(cwd=None, after=None, limit=100)) == 8
+            assert (
+                len(await backend.runs.list(agent_ids=None, run_ids=None, after=None, limit=100))
+                == 9
+            )
+            assert await backend.run_events.list("r1", after_seq=0, limit=10) == []
+            assert len(await backend.run_events.list("r2", after_seq=0, limit=10)) == 1
+            assert await backend.checkpoints.get("a1", "blob") is None
+        finally:
+            await backend.close()
+
+    async def test_unmigrated_database_answers_unavailable_with_the_fix(self, sql_url: str) -> None:
+        backend = open_backend(get_plugin_manager(), sql_url)
+        await backend.start(migrate=False)
+        try:
+            assert backend.agents is not None
+            with pytest.raises(ConnectError) as caught:
+                await backend.agents.get("a")
+            assert caught.value.code == Code.UNAVAILABLE
+            assert "bridge-store db upgrade" in caught.value.message
+        finally:
+            await backend.close()
+
+
+class TestSqliteChecks(SqlBackendChecks):
+    @pytest.fixture
+    def sql_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path}/store.db"
 
 

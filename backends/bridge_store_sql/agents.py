@@ -13,6 +13,7 @@ from bridge_store.types import Document
 
 from . import documents, keyset
 from .engine import Database
+from .filters import one_of
 from .tables import agents as t
 from .upsert import insert_if_absent
 
@@ -29,7 +30,7 @@ def _row(agent: Document) -> dict[str, object]:
 def _matching(agent_ids: Sequence[str] | None, cwd: str | None) -> list[sa.ColumnElement[bool]]:
     conditions: list[sa.ColumnElement[bool]] = []
     if agent_ids is not None:
-        conditions.append(t.c.agent_id.in_(agent_ids))
+        conditions.append(one_of(t.c.agent_id, agent_ids))
     if cwd is not None:
         conditions.append(t.c.cwd == cwd)
     return conditions

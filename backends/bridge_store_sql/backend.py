@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import sqlalchemy.exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.errors import ConfigurationError, ConnectError
@@ -51,6 +52,12 @@ class SqlBackend:
             await self.db.close()
             raise ConfigurationError(
                 f"cannot start the store at {self.db.description}: {error.message}"
+            ) from error
+        except sa_exc.DBAPIError as error:
+            # Refused at connect (unknown database, bad setting): a deployment mistake.
+            await self.db.close()
+            raise ConfigurationError(
+                f"cannot start the store at {self.db.description}: {error.orig}"
             ) from error
         except BaseException:
             await self.db.close()

@@ -17,6 +17,7 @@ from bridge_store.substores import BlobRef
 
 from . import keyset
 from .engine import Database
+from .filters import one_of
 from .tables import checkpoint_blobs as t
 from .upsert import insert_if_absent
 
@@ -26,9 +27,9 @@ def _matching(
 ) -> list[sa.ColumnElement[bool]]:
     conditions: list[sa.ColumnElement[bool]] = []
     if agent_ids is not None:
-        conditions.append(t.c.agent_id.in_(agent_ids))
+        conditions.append(one_of(t.c.agent_id, agent_ids))
     if blob_ids is not None:
-        conditions.append(t.c.blob_id.in_(blob_ids))
+        conditions.append(one_of(t.c.blob_id, blob_ids))
     return conditions
 
 

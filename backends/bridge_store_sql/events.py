@@ -26,6 +26,7 @@ from bridge_store.types import Document
 
 from . import documents
 from .engine import Database
+from .filters import one_of
 from .tables import run_event_counters as counters
 from .tables import run_events as t
 from .upsert import dialect_insert
@@ -39,9 +40,9 @@ _APPEND = sa.text(
     )
     INSERT INTO run_events (run_id, seq, idempotency_key, doc)
     SELECT :run_id, last_seq, NULL, :doc FROM counter
-    RETURNING seq, doc
+    RETURNING seq
     """
-).columns(seq=sa.BigInteger(), doc=sa.Text())
+).columns(seq=sa.BigInteger())
 
 # With a key, a retry of an append that already happened is answered by the same single
 # statement: the counter is only bumped when no event holds the key yet.
@@ -57,9 +58,9 @@ _APPEND_WITH_KEY = sa.text(
     ), appended AS (
         INSERT INTO run_events (run_id, seq, idempotency_key, doc)
         SELECT :run_id, last_seq, :key, :doc FROM counter
-        RETURNING seq, doc
+        RETURNING seq
     )
-    SELECT seq, doc FROM appended
+    SELECT seq, NULL AS doc FROM appended
     UNION ALL
     SELECT seq, doc FROM existing
     """
@@ -80,17 +81,21 @@ def list_query(run_id: str, *, after_seq: int, limit: int) -> sa.Select[tuple[in
     )
 
 
-async def _append_postgres(conn: AsyncConnection, event: Document, doc: str) -> tuple[int, str]:
+# An append answers (seq, None) when it stored the event, or (seq, doc) of the event
+# that already held the idempotency key.
+Appended = tuple[int, str | None]
+
+
+async def _append_postgres(conn: AsyncConnection, event: Document, doc: str) -> Appended:
     key = event["idempotencyKey"]
     params: dict[str, Any] = {"run_id": event["runId"], "doc": doc}
     if key is None:
-        row = (await conn.execute(_APPEND, params)).one()
-    else:
-        row = (await conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
+        return (await conn.execute(_APPEND, params)).scalar_one(), None
+    row = (await conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
     return row.seq, row.doc
 
 
-async def _append_sqlite(conn: AsyncConnection, event: Document, doc: str) -> tuple[int, str]:
+async def _append_sqlite(conn: AsyncConnection, event: Document, doc: str) -> Appended:
     run_id, key = event["runId"], event["idempotencyKey"]
     if key is not None:
         existing = (await conn.execute(_by_key(run_id, key))).one_or_none()
@@ -106,7 +111,7 @@ async def _append_sqlite(conn: AsyncConnection, event: Document, doc: str) -> tu
     )
     seq: int = (await conn.execute(bump)).scalar_one()
     await conn.execute(sa.insert(t).values(run_id=run_id, seq=seq, idempotency_key=key, doc=doc))
-    return seq, doc
+    return seq, None
 
 
 class SqlRunEvents:
@@ -118,7 +123,7 @@ class SqlRunEvents:
         run_id, key = event["runId"], event["idempotencyKey"]
         append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
 
-        async def work(conn: AsyncConnection) -> tuple[int, str]:
+        async def work(conn: AsyncConnection) -> Appended:
             return await append(conn, event, doc)
 
         try:
@@ -140,7 +145,8 @@ class SqlRunEvents:
             if found is None:
                 raise
             seq, stored = found
-        return stored_event(documents.load(stored), seq)
+        # Ours was stored: the event is what we wrote, no need to parse it back.
+        return stored_event(event if stored is None else documents.load(stored), seq)
 
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         query = list_query(run_id, after_seq=after_seq, limit=limit)
@@ -181,4 +187,4 @@ class SqlRunEvents:
 
 
 def _runs(table: sa.Table, run_ids: Sequence[str] | None) -> list[sa.ColumnElement[bool]]:
-    return [] if run_ids is None else [table.c.run_id.in_(run_ids)]
+    return [] if run_ids is None else [one_of(table.c.run_id, run_ids)]

@@ -13,10 +13,14 @@ import sqlalchemy.exc as sa_exc
 from bridge_store.errors import ConnectError, invalid_argument, unavailable
 
 #: SQLSTATE classes that mean "the database cannot serve right now": connection
-#: exception, insufficient resources, operator intervention (shutdown, cancelled
-#: statement), system error; and the two transaction rollbacks a retry resolves.
-_TRANSIENT_SQLSTATE_CLASSES = ("08", "53", "57", "58")
+#: exception, invalid authorization (a rotated password), database gone, insufficient
+#: resources, operator intervention (shutdown, cancelled statement), system error; and
+#: the two transaction rollbacks a retry resolves.
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "28", "3D", "53", "57", "58")
 _TRANSIENT_SQLSTATES = ("40001", "40P01")
+#: undefined_table: the schema was never migrated (``serve --no-migrate``).
+_MISSING_TABLE_SQLSTATE = "42P01"
+_SCHEMA_HINT = "the database schema is missing or old: run `bridge-store db upgrade`"
 #: SQLSTATE class 22: data exception (a value the column cannot hold).
 _DATA_SQLSTATE_CLASS = "22"
 
@@ -46,7 +50,7 @@ def translate(error: BaseException, what: str) -> ConnectError | None:
         return unavailable(f"{what}: database unreachable ({type(error).__name__}: {error})")
     if not isinstance(error, sa_exc.DBAPIError):
         return None
-    if error.connection_invalidated or isinstance(error, sa_exc.InterfaceError):
+    if error.connection_invalidated:
         return unavailable(f"{what}: lost the database connection")
     state = _sqlstate(error)
     if state is not None:
@@ -54,9 +58,13 @@ def translate(error: BaseException, what: str) -> ConnectError | None:
             return unavailable(f"{what}: database unavailable ({state}: {error.orig})")
         if state.startswith(_DATA_SQLSTATE_CLASS):
             return invalid_argument(f"{what}: the database refused a value ({error.orig})")
+        if state == _MISSING_TABLE_SQLSTATE:
+            return unavailable(f"{what}: {_SCHEMA_HINT}")
         return None
     if isinstance(error, sa_exc.OperationalError):
         message = str(error.orig).lower()
         if any(fragment in message for fragment in _SQLITE_TRANSIENT):
             return unavailable(f"{what}: database busy ({error.orig})")
+        if message.startswith("no such table"):
+            return unavailable(f"{what}: {_SCHEMA_HINT}")
     return None

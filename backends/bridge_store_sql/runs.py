@@ -14,6 +14,7 @@ from bridge_store.types import Document
 
 from . import documents, keyset
 from .engine import Database
+from .filters import one_of
 from .tables import runs as t
 from .upsert import insert_if_absent
 
@@ -32,9 +33,9 @@ def _matching(
 ) -> list[sa.ColumnElement[bool]]:
     conditions: list[sa.ColumnElement[bool]] = []
     if agent_ids is not None:
-        conditions.append(t.c.agent_id.in_(agent_ids))
+        conditions.append(one_of(t.c.agent_id, agent_ids))
     if run_ids is not None:
-        conditions.append(t.c.run_id.in_(run_ids))
+        conditions.append(one_of(t.c.run_id, run_ids))
     return conditions
 
 
