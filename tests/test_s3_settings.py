@@ -29,7 +29,7 @@ def test_every_parameter() -> None:
     settings = parse_url(
         "s3://b-1/p?endpoint_url=http%3A%2F%2F127.0.0.1%3A9000&region=eu-west-3&profile=ops"
         "&access_key_id=AK&secret_access_key=S%2FK&session_token=T&addressing_style=path"
-        "&max_attempts=2&max_connections=8&connect_timeout=0.5&read_timeout=3"
+        "&max_attempts=2&max_connections=8&connect_timeout=0.5&request_timeout=3"
     )
     assert settings == S3Settings(
         bucket="b-1",
@@ -44,7 +44,7 @@ def test_every_parameter() -> None:
         max_attempts=2,
         max_connections=8,
         connect_timeout=0.5,
-        read_timeout=3.0,
+        request_timeout=3.0,
     )
 
 
@@ -90,12 +90,12 @@ def test_the_plugin_claims_s3_urls_without_connecting() -> None:
     assert "s3" in {s for answer in manager.hook.bridge_store_url_schemes() for s in answer}
 
 
-def test_without_aiobotocore_the_error_names_the_extra() -> None:
-    # A child interpreter in which `import aiobotocore` fails, as without the extra.
+def test_without_obstore_the_error_names_the_extra() -> None:
+    # A child interpreter in which `import obstore` fails, as without the extra.
     script = textwrap.dedent(
         """
         import sys
-        sys.modules["aiobotocore"] = None
+        sys.modules["obstore"] = None
         from bridge_store.errors import ConfigurationError
         from bridge_store.plugins import get_plugin_manager, open_backend
         try:
@@ -111,10 +111,10 @@ def test_without_aiobotocore_the_error_names_the_extra() -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_the_core_and_the_plugin_module_do_not_import_aiobotocore() -> None:
+def test_the_core_and_the_plugin_module_do_not_import_obstore_or_botocore() -> None:
     script = (
         "import sys, bridge_store.plugins, bridge_store_s3; "
-        "print(any(m.split('.')[0] in ('aiobotocore', 'botocore') for m in sys.modules))"
+        "print(any(m.split('.')[0] in ('obstore', 'botocore') for m in sys.modules))"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True

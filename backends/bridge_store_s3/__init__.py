@@ -1,7 +1,7 @@
 """The S3 backend (``s3://bucket/prefix``): every substore on S3 alone, no database.
 
 Correctness comes from S3 conditional writes (``If-None-Match: *``, ``If-Match``);
-see docs/s3.md for the layout and its costs. aiobotocore is imported only when an
+see docs/s3.md for the layout and its costs. obstore is imported only when an
 ``s3://`` URL is opened, so the core works without the ``s3`` extra.
 """
 
@@ -35,6 +35,6 @@ def bridge_store_open_backend(url: str) -> S3Backend | None:
         from .backend import S3Backend
     except ImportError as error:
         raise ConfigurationError(
-            f"s3:// stores need aiobotocore ({error}): pip install 'bridge-store[s3]'"
+            f"s3:// stores need obstore ({error}): pip install 'bridge-store[s3]'"
         ) from None
     return S3Backend(settings)

@@ -18,7 +18,7 @@ _TEXT_PARAMS = (
     "addressing_style",
 )
 _INT_PARAMS = ("max_attempts", "max_connections")
-_FLOAT_PARAMS = ("connect_timeout", "read_timeout")
+_FLOAT_PARAMS = ("connect_timeout", "request_timeout")
 PARAMS = _TEXT_PARAMS + _INT_PARAMS + _FLOAT_PARAMS
 
 
@@ -41,12 +41,13 @@ class S3Settings:
     session_token: str | None = field(default=None, repr=False)
     addressing_style: str = "auto"
     #: Total tries per request, first one included, for throttling, 5xx and lost
-    #: connections (botocore "standard" retry mode, with jittered backoff).
+    #: connections, with jittered exponential backoff (100 ms doubling, at most 2 s).
     max_attempts: int = 4
-    #: Connection pool size: bounds how many requests one list page fans out at once.
+    #: Requests in flight at once: bounds how many one list page fans out.
     max_connections: int = 32
     connect_timeout: float = 5.0
-    read_timeout: float = 30.0
+    #: A whole request, body included: a 95 MiB blob must fit in it on a slow link.
+    request_timeout: float = 60.0
 
     def describe(self) -> str:
         """The store's location for messages: no credentials."""

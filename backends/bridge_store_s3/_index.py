@@ -39,7 +39,7 @@ from typing import Generic, TypeVar
 from bridge_store.errors import ConnectError, already_exists, not_found, unavailable
 from bridge_store.types import Document
 
-from ._bucket import Bucket, Listed, ObjectMissing, PreconditionFailed, backoff
+from ._bucket import Bucket, Listed, PreconditionFailed, backoff
 
 log = logging.getLogger("bridge_store_s3")
 
@@ -75,6 +75,25 @@ class Version:
 
 async def put_entries(bucket: Bucket, keys: Sequence[str]) -> None:
     await asyncio.gather(*(bucket.put(key, b"") for key in keys))
+
+
+async def put_new(bucket: Bucket, key: str, body: bytes, rev: str) -> bool:
+    """Create ``key`` with ``If-None-Match: *``; False if another object holds it.
+
+    A 412 is checked against ``rev``: our own write answered 412 by the client's retry
+    after a lost response is a success. A 412 (or 409 conflict) whose object is gone
+    again was a racing write that did not land: try again.
+    """
+    for attempt in range(MAX_CONFLICTS):
+        try:
+            await bucket.put(key, body, rev=rev, if_none_match=True)
+            return True
+        except PreconditionFailed:
+            head = await bucket.head(key)
+            if head is not None:
+                return head.rev == rev
+            await backoff(attempt)
+    raise unavailable(f"conditional writes to {key} kept conflicting, try again")
 
 
 async def drop_quietly(bucket: Bucket, keys: Sequence[str], why: str) -> None:
@@ -114,14 +133,9 @@ class IndexedDocs:
         body = encode_doc(doc)
         await put_entries(self.bucket, entries)
         started = time.monotonic()
-        try:
-            await self.bucket.put(key, body, rev=rev, if_none_match=True)
-        except PreconditionFailed:
-            head = await self.bucket.head(key)
-            if head is None or head.rev != rev:
-                await drop_quietly(self.bucket, entries, f"{self.kind} index entries")
-                raise already_exists(f"{name} already exists") from None
-            # Our own write, answered 412 on botocore's retry after a lost response.
+        if not await put_new(self.bucket, key, body, rev):
+            await drop_quietly(self.bucket, entries, f"{self.kind} index entries")
+            raise already_exists(f"{name} already exists")
         await self._refresh_if_slow(entries, started)
 
     async def replace(self, doc: Document, name: str) -> None:
@@ -146,11 +160,9 @@ class IndexedDocs:
             try:
                 await self.bucket.put(key, body, rev=rev, if_match=current.etag)
             except PreconditionFailed:
+                # Changed or deleted since the read: read again.
                 await backoff(attempt)
                 continue
-            except ObjectMissing:
-                await drop_quietly(self.bucket, entries, f"{self.kind} index entries")
-                raise not_found(f"{name} not found") from None
             break
         else:
             await drop_quietly(self.bucket, entries, f"{self.kind} index entries")

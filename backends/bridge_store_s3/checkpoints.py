@@ -18,8 +18,16 @@ from collections.abc import Sequence
 from bridge_store.errors import already_exists, not_found, unavailable
 from bridge_store.substores import BlobRef
 
-from ._bucket import Bucket, Listed, ObjectMissing, PreconditionFailed, backoff
-from ._index import MAX_CONFLICTS, STALE_GRACE, IndexScan, drop_quietly, new_rev, put_entries
+from ._bucket import Bucket, Listed, PreconditionFailed, backoff
+from ._index import (
+    MAX_CONFLICTS,
+    STALE_GRACE,
+    IndexScan,
+    drop_quietly,
+    new_rev,
+    put_entries,
+    put_new,
+)
 from ._keys import Layout, checked, hex_id, last_segment, unhex_id
 
 _PAST = "~"
@@ -46,15 +54,9 @@ class S3Checkpoints:
         entry = self._entry(BlobRef(blob_id=blob_id, agent_id=agent_id), rev)
         await put_entries(self._bucket, [entry])
         started = time.monotonic()
-        try:
-            await self._bucket.put(key, data, rev=rev, if_none_match=True)
-        except PreconditionFailed:
-            head = await self._bucket.head(key)
-            if head is None or head.rev != rev:
-                await drop_quietly(self._bucket, [entry], "checkpoint index entries")
-                raise already_exists(
-                    f"checkpoint blob {blob_id} of agent {agent_id} already exists"
-                ) from None
+        if not await put_new(self._bucket, key, data, rev):
+            await drop_quietly(self._bucket, [entry], "checkpoint index entries")
+            raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
         if time.monotonic() - started > STALE_GRACE.total_seconds() / 2:
             await put_entries(self._bucket, [entry])
 
@@ -69,10 +71,9 @@ class S3Checkpoints:
                 # Same rev: the blob's index entry stays valid.
                 await self._bucket.put(key, data, rev=head.rev, if_match=head.etag)
             except PreconditionFailed:
+                # Changed or deleted since the HEAD: look again.
                 await backoff(attempt)
                 continue
-            except ObjectMissing:
-                raise missing from None
             return
         raise unavailable(f"checkpoint blob {blob_id}: too many concurrent updates, try again")
 

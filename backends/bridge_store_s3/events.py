@@ -32,7 +32,7 @@ from bridge_store.contract import stored_event
 from bridge_store.errors import unavailable
 from bridge_store.types import Document
 
-from ._bucket import Bucket, ObjectMissing, PreconditionFailed
+from ._bucket import Bucket, PreconditionFailed
 from ._index import MAX_CONFLICTS, decode_doc, encode_doc, new_rev
 from ._keys import Layout, seq_of, unhex_id
 
@@ -156,8 +156,6 @@ class S3RunEvents:
                 raise _ClaimLost from None
             data = decode_doc(claim.body)
             return data["event"], data["seq"], claim.etag
-        except ObjectMissing:
-            raise _ClaimLost from None
         return event, seq, new_etag
 
     # -- the log's tail ----------------------------------------------------------------
