@@ -1,14 +1,14 @@
 """The runEvents substore: the append-only log, and the hot path.
 
-seq comes from a per-run counter row that every append bumps in the same transaction
-as it inserts the event. Racing appends to one run queue on that row's lock and get
-consecutive numbers; an append that fails rolls its bump back, so the log has no gaps.
 Uniqueness of (run_id, seq) and (run_id, idempotency_key) is enforced by the database,
-so no interleaving of processes can store a duplicate.
+so no interleaving of processes can store a duplicate; how seq is chosen differs:
 
-On Postgres the bump, the duplicate-key check and the insert are one statement run in
-autocommit: one round trip per append. On SQLite (no data-modifying CTEs, but writers
-are serialized anyway) they are three statements in one ``BEGIN IMMEDIATE``.
+- Postgres: a per-run counter row that every append bumps in the same statement that
+  inserts the event (a data-modifying CTE, run in autocommit: one round trip). Racing
+  appends to one run, from any number of processes, queue on that row's lock and get
+  consecutive numbers; an append that fails rolls its bump back, so the log has no gaps.
+- SQLite: writers are serialized anyway (``BEGIN IMMEDIATE``), so the insert reads the
+  run's last seq off the primary key in the same statement.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .engine import Database
 from .filters import one_of
 from .tables import run_event_counters as counters
 from .tables import run_events as t
-from .upsert import dialect_insert
 
 _APPEND = sa.text(
     """
@@ -95,23 +94,31 @@ async def _append_postgres(conn: AsyncConnection, event: Document, doc: str) -> 
     return row.seq, row.doc
 
 
+# SQLite: writers are serialized (one BEGIN IMMEDIATE at a time, across processes too),
+# so the next seq is simply one past the run's last, read off the primary key by the
+# statement that inserts the event: one statement instead of a counter bump and an
+# insert, which matters because every statement is a hop to aiosqlite's thread.
+_APPEND_SQLITE = sa.text(
+    """
+    INSERT INTO run_events (run_id, seq, idempotency_key, doc)
+    SELECT :run_id, next_seq, :key, :doc
+    FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next_seq FROM run_events WHERE run_id = :run_id)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM run_events WHERE run_id = :run_id AND idempotency_key = :key
+    )
+    RETURNING seq
+    """
+).columns(seq=sa.BigInteger())
+
+
 async def _append_sqlite(conn: AsyncConnection, event: Document, doc: str) -> Appended:
     run_id, key = event["runId"], event["idempotencyKey"]
-    if key is not None:
-        existing = (await conn.execute(_by_key(run_id, key))).one_or_none()
-        if existing is not None:
-            return existing.seq, existing.doc
-    bump = (
-        dialect_insert(conn, counters)
-        .values(run_id=run_id, last_seq=1)
-        .on_conflict_do_update(
-            index_elements=[counters.c.run_id], set_={"last_seq": counters.c.last_seq + 1}
-        )
-        .returning(counters.c.last_seq)
-    )
-    seq: int = (await conn.execute(bump)).scalar_one()
-    await conn.execute(sa.insert(t).values(run_id=run_id, seq=seq, idempotency_key=key, doc=doc))
-    return seq, None
+    params = {"run_id": run_id, "key": key, "doc": doc}
+    seq = (await conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
+    if seq is not None:
+        return seq, None
+    existing = (await conn.execute(_by_key(run_id, key))).one()
+    return existing.seq, existing.doc
 
 
 class SqlRunEvents:
@@ -131,10 +138,10 @@ class SqlRunEvents:
                 work, what="runEvents.append", atomic=False, retry=key is not None
             )
         except sa_exc.IntegrityError:
-            # Only a racing append with the same key, committed between our duplicate
-            # check and our insert, gets here: our statement (and its counter bump) was
-            # rolled back; the winner's event is the answer.
-            if key is None:
+            # Only a racing append with the same key on Postgres, committed between our
+            # duplicate check and our insert, gets here: our statement (and its counter
+            # bump) was rolled back; the winner's event is the answer.
+            if key is None or self._db.dialect != "postgresql":
                 raise
 
             async def winner(conn: AsyncConnection) -> tuple[int, str] | None:
@@ -160,9 +167,8 @@ class SqlRunEvents:
     async def delete(self, run_ids: Sequence[str] | None) -> None:
         async def work(conn: AsyncConnection) -> None:
             if self._db.dialect == "sqlite":
-                # Writers are serialized: nothing can append between the two deletes.
+                # No counters on SQLite: a run's next seq is read off its events.
                 await conn.execute(sa.delete(t).where(*_runs(t, run_ids)))
-                await conn.execute(sa.delete(counters).where(*_runs(counters, run_ids)))
                 return
             # Deleting the counters first locks those runs: appends to them wait for our
             # commit. The events are then deleted in a fresh snapshot (READ COMMITTED)

@@ -54,9 +54,10 @@ runs = sa.Table(
 run_event_counters = sa.Table(
     "run_event_counters",
     metadata,
-    # The last seq handed out per run. Appends bump it and insert the event in one
-    # transaction, so the row lock orders racing appends and a rolled-back append
-    # leaves no gap. A run has a counter row exactly when it has events.
+    # Postgres: the last seq handed out per run. Appends bump it and insert the event in
+    # one statement, so the row lock orders racing appends and a failed append leaves no
+    # gap. A run has a counter row exactly when it has events. (SQLite serializes its
+    # writers and reads the last seq off run_events instead; see events.py.)
     sa.Column("run_id", _id(), primary_key=True),
     sa.Column("last_seq", sa.BigInteger(), nullable=False),
 )

@@ -1,0 +1,141 @@
+"""runEvents.append on the SQL backend: throughput, latency and database round trips.
+
+Drives the backend directly (no HTTP), so the numbers are the storage layer's own:
+``appends`` events to ``--runs`` runs from ``--concurrency`` concurrent tasks, first
+without idempotency keys, then with a fresh key each. On Postgres it also counts the
+writes asyncpg makes to its socket during the timed appends: each write starts one
+round trip, so writes / appends is the round trips per append.
+
+    python bench/sql_append.py --store sqlite:////tmp/bench.db
+    python bench/sql_append.py --store postgresql://postgres@127.0.0.1/bench_db
+
+Without ``--store`` it runs SQLite in a temporary directory and Postgres in a fresh
+database on 127.0.0.1:5432 (dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import sqlalchemy as sa
+
+from bridge_store.contract import new_event
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store_sql.backend import SqlBackend
+
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+class WriteCounter:
+    def __init__(self, backend: SqlBackend) -> None:
+        self.writes = 0
+        if backend.db.dialect == "postgresql":
+            sa.event.listen(backend.db.engine.sync_engine, "checkout", self._wrap)
+
+    def _wrap(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        transport = dbapi_connection.driver_connection._transport
+        if getattr(transport, "counted", False):
+            return
+        send = transport.write
+
+        def counting_write(data: bytes) -> None:
+            self.writes += 1
+            send(data)
+
+        transport.write = counting_write
+        transport.counted = True
+
+
+async def run_case(
+    backend: SqlBackend, counter: WriteCounter, args: argparse.Namespace, *, keyed: bool
+) -> None:
+    events = backend.run_events
+    prefix = uuid.uuid4().hex[:8]
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(args.appends):
+        queue.put_nowait(index)
+    latencies: list[float] = []
+    payload = {"type": "sdk_message", "message": {"type": "assistant", "text": "x" * 200}}
+
+    async def worker() -> None:
+        while not queue.empty():
+            index = queue.get_nowait()
+            data = {
+                "runId": f"{prefix}-{index % args.runs}",
+                "eventType": "run_stream_event",
+                "payload": payload,
+                "idempotencyKey": f"{prefix}-{index}" if keyed else None,
+            }
+            started = time.perf_counter()
+            await events.append(new_event(data, "input"))
+            latencies.append(time.perf_counter() - started)
+
+    # Warm up the pool and its prepared statements outside the measurement.
+    await asyncio.gather(
+        *(
+            events.append(new_event({"runId": f"warm-{n}", "eventType": "t"}, "input"))
+            for n in range(args.concurrency * 2)
+        )
+    )
+    writes_before = counter.writes
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    line = (
+        f"  {'keyed' if keyed else 'plain'}: {args.appends / elapsed:8.0f} appends/s   "
+        f"p50 {statistics.median(latencies) * 1000:6.2f} ms   "
+        f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:6.2f} ms"
+    )
+    if backend.db.dialect == "postgresql":
+        line += f"   round trips/append {(counter.writes - writes_before) / args.appends:.2f}"
+    print(line)
+
+
+async def bench(url: str, args: argparse.Namespace) -> None:
+    backend = open_backend(get_plugin_manager(), url)
+    assert isinstance(backend, SqlBackend)
+    await backend.start(migrate=True)
+    counter = WriteCounter(backend)
+    try:
+        print(
+            f"{backend.db.dialect}: {args.appends} appends, {args.runs} runs, "
+            f"concurrency {args.concurrency}"
+        )
+        await run_case(backend, counter, args, keyed=False)
+        await run_case(backend, counter, args, keyed=True)
+    finally:
+        await backend.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", help="a sqlite:// or postgresql:// URL")
+    parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    if args.store:
+        await bench(args.store, args)
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        await bench(f"sqlite:///{directory}/bench.db", args)
+    name = f"bridge_store_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(ADMIN_URL)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        await bench(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args)
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
