@@ -1,6 +1,8 @@
 """runEvents.append on the SQL backend: throughput, latency and database round trips.
 
-Drives the backend directly (no HTTP), so the numbers are the storage layer's own:
+Drives the backend directly (no HTTP), so the numbers are the storage layer's own
+(CPU is this process's: the Python side, aiosqlite's thread included, not the Postgres
+server's):
 ``appends`` events to ``--runs`` runs from ``--concurrency`` concurrent tasks, first
 without idempotency keys, then with a fresh key each. On Postgres it also counts the
 writes asyncpg makes to its socket during the timed appends: each write starts one
@@ -85,14 +87,16 @@ async def run_case(
         )
     )
     writes_before = counter.writes
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     latencies.sort()
     line = (
         f"  {'keyed' if keyed else 'plain'}: {args.appends / elapsed:8.0f} appends/s   "
         f"p50 {statistics.median(latencies) * 1000:6.2f} ms   "
-        f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:6.2f} ms"
+        f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:6.2f} ms   "
+        f"CPU {cpu / args.appends * 1000:5.2f} ms/append"
     )
     if backend.db.dialect == "postgresql":
         line += f"   round trips/append {(counter.writes - writes_before) / args.appends:.2f}"
@@ -131,7 +135,9 @@ async def main() -> None:
     admin = await asyncpg.connect(ADMIN_URL)
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        await bench(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args)
+        # A pool as large as the concurrency: no connection churn in the measurement.
+        url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}?pool_size={args.concurrency}"
+        await bench(url, args)
     finally:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await admin.close()

@@ -1,0 +1,88 @@
+"""Large checkpoint blobs on the SQL backend: time and Python memory per create / get.
+
+Peak memory is what ``tracemalloc`` sees allocated on top of the blob the caller
+already holds, during one ``checkpoints.create`` and one ``checkpoints.get``, so
+"1.0x" means the backend made one copy of the blob on the way (into the driver's
+buffer, or out of it into the returned ``bytes``).
+
+    python bench/sql_blobs.py --mib 32
+    python bench/sql_blobs.py --store postgresql://postgres@127.0.0.1/some_db --mib 64
+
+Without ``--store`` it runs SQLite in a temporary directory and Postgres in a fresh
+database on 127.0.0.1:5432 (dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store_sql.backend import SqlBackend
+
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+async def measure(operation: Callable[[], Awaitable[Any]]) -> tuple[float, int, Any]:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    started = time.perf_counter()
+    result = await operation()
+    elapsed = time.perf_counter() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return elapsed, peak, result
+
+
+async def bench(url: str, mib: int) -> None:
+    backend = open_backend(get_plugin_manager(), url)
+    assert isinstance(backend, SqlBackend)
+    await backend.start(migrate=True)
+    blob = os.urandom(mib * 1024 * 1024)
+    try:
+        # Warm the connection and its prepared statements with a small blob first.
+        await backend.checkpoints.create("warm", "b", b"x")
+        await backend.checkpoints.get("warm", "b")
+        created, create_peak, _ = await measure(lambda: backend.checkpoints.create("a", "b", blob))
+        fetched, get_peak, stored = await measure(lambda: backend.checkpoints.get("a", "b"))
+        assert stored == blob
+        print(
+            f"{backend.db.dialect}: {mib} MiB   create {created * 1000:7.1f} ms, "
+            f"peak {create_peak / len(blob):.1f}x   get {fetched * 1000:7.1f} ms, "
+            f"peak {get_peak / len(blob):.1f}x"
+        )
+    finally:
+        await backend.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", help="a sqlite:// or postgresql:// URL")
+    parser.add_argument("--mib", type=int, default=32)
+    args = parser.parse_args()
+    if args.store:
+        await bench(args.store, args.mib)
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        await bench(f"sqlite:///{directory}/bench.db", args.mib)
+    name = f"bridge_store_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(ADMIN_URL)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        await bench(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.mib)
+    finally:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
