@@ -210,6 +210,31 @@ async def test_tls_parameters_reach_the_driver(make_postgres_url: Callable[[], s
         await backend.start(migrate=True)
 
 
+async def test_a_schema_of_its_own_through_search_path(
+    make_postgres_url: Callable[[], str],
+) -> None:
+    """Deployments sharing one database each keep their tables in their own schema."""
+    url = make_postgres_url()
+    execute(url, "CREATE SCHEMA team_a", "CREATE SCHEMA team_b")
+    for schema in ("team_a", "team_b"):
+        backend = open_backend(get_plugin_manager(), f"{url}?search_path={schema}")
+        await backend.start(migrate=True)
+        try:
+            assert backend.run_events is not None
+            event = await backend.run_events.append(
+                new_event({"runId": "r", "eventType": schema}, "in")
+            )
+            assert event["seq"] == 1
+        finally:
+            await backend.close()
+    tables = fetch(
+        url,
+        "SELECT schemaname, count(*) FROM pg_tables "
+        "WHERE schemaname IN ('public', 'team_a', 'team_b') GROUP BY 1 ORDER BY 1",
+    )
+    assert [tuple(row) for row in tables] == [("team_a", 6), ("team_b", 6)]
+
+
 async def test_missing_database_fails_the_start() -> None:
     url = database_url("bridge_store_test_no_such_database")
     backend = open_backend(get_plugin_manager(), url)
