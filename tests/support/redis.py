@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -91,11 +91,17 @@ def free_port() -> int:
 
 @dataclass
 class RedisServer:
-    """A private ``redis-server`` process that a test may stop and start again."""
+    """A private ``redis-server`` process that a test may stop and start again.
+
+    With ``cluster``, the server runs in cluster mode (its bus on another free port)
+    and owns no slots until given some.
+    """
 
     port: int
     directory: Path
+    cluster: bool = False
     process: subprocess.Popen[bytes] | None = None
+    bus_port: int = field(default_factory=free_port)
 
     @property
     def url(self) -> str:
@@ -109,18 +115,22 @@ class RedisServer:
         executable = shutil.which("redis-server")
         if executable is None:
             pytest.fail("redis-server is not installed")
+        options = [
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.directory),
+        ]  # fmt: skip
+        if self.cluster:
+            options += [
+                "--cluster-enabled", "yes",
+                "--cluster-port", str(self.bus_port),
+                "--cluster-config-file", f"nodes-{self.port}.conf",
+            ]  # fmt: skip
         self.process = subprocess.Popen(
-            [
-                executable,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self.directory),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [executable, *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         with self.client() as client:
             while True:
@@ -150,3 +160,34 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+def start_cluster(directory: Path, slots_of_first: list[int]) -> tuple[RedisServer, RedisServer]:
+    """A two-node Redis Cluster: the first node owns ``slots_of_first``, the second the rest.
+
+    A client of the first node alone can use keys of those slots; any other key is on
+    the second node, so touching it fails (MOVED, or a script's "non local key").
+    """
+    first, second = (
+        RedisServer(port=free_port(), directory=directory / name, cluster=True)
+        for name in ("first", "second")
+    )
+    try:
+        for node in (first, second):
+            node.directory.mkdir()
+            node.start()
+        mine = set(slots_of_first)
+        with first.client() as one, second.client() as two:
+            one.cluster("ADDSLOTS", *sorted(mine))
+            two.cluster("ADDSLOTS", *sorted(set(range(16384)) - mine))
+            one.cluster("MEET", "127.0.0.1", str(second.port), str(second.bus_port))
+            deadline = time.monotonic() + START_TIMEOUT_SECONDS
+            while not all(c.cluster("INFO")["cluster_state"] == "ok" for c in (one, two)):
+                if time.monotonic() > deadline:
+                    raise AssertionError("the two-node cluster did not come up")
+                time.sleep(0.05)
+    except BaseException:
+        first.stop()
+        second.stop()
+        raise
+    return first, second
