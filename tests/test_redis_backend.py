@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from pathlib import Path
 from typing import cast
 
 import pytest
 import redis
 
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
-from bridge_store.errors import ConfigurationError
+from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.keys import KeySpace
 from bridge_store_redis.settings import parse_url
-from tests.support.redis import MACHINE_REDIS_URL, MakeRedisUrl, RedisServer, store_client
+from tests.support.redis import (
+    MACHINE_REDIS_URL,
+    MakeRedisUrl,
+    RedisServer,
+    free_port,
+    store_client,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -196,3 +203,21 @@ async def test_a_redis_that_evicts_any_key_is_refused(redis_server: RedisServer)
         admin.config_set("maxmemory-policy", "volatile-lru")
         await backend.start(migrate=True)
     await backend.close()
+
+
+async def test_rediss_talks_tls_and_checks_the_certificate(tmp_path: Path) -> None:
+    server = RedisServer(port=free_port(), directory=tmp_path, tls=True)
+    server.start()
+    try:
+        async with store_client(f"{server.url}&prefix=tls") as client:
+            await client.call("agents", "create", {"agent": agent("a1")})
+            assert (await client.call("agents", "get", {"agentId": "a1"}))["agentId"] == "a1"
+        # Without the CA the self-signed certificate is refused; plain TCP gets nowhere.
+        for url in (f"rediss://127.0.0.1:{server.port}/0", f"redis://127.0.0.1:{server.port}/0"):
+            backend = open_backend(get_plugin_manager(), f"{url}?socket_timeout=1")
+            with pytest.raises(ConnectError) as caught:
+                await backend.start(migrate=True)
+            assert caught.value.code == Code.UNAVAILABLE
+            await backend.close()
+    finally:
+        server.stop()

@@ -5,9 +5,9 @@ one transparently if the server forgot it, e.g. after a restart). Each script to
 the keys of one substore only and is given all of them in ``KEYS`` (computed in
 Python), which is what Redis Cluster requires; none reads a key name out of data.
 
-Row tables (agents, runs) share one shape: ``KEYS[1]`` a hash of
-documents by row field, ``KEYS[2]`` a hash of each row's index members packed with
-cmsgpack, ``KEYS[3..]`` one sorted set per index (score 0, members ordered by bytes).
+Row tables (agents, runs) share one shape: ``KEYS[1]`` a hash of documents by row
+field, ``KEYS[2]`` a hash of each row's index members packed with cmsgpack,
+``KEYS[3..]`` one sorted set per index (score 0, members ordered by bytes).
 Index number ``n`` (1-based) is ``KEYS[n + 2]``. Ranges over an index name the row a
 member belongs to by a recipe: ``field = before .. member:sub(skip + 1) .. after``.
 Lua compares nothing but bytes for equality here: its ``<`` on strings follows the

@@ -94,20 +94,32 @@ class RedisServer:
     """A private ``redis-server`` process that a test may stop and start again.
 
     With ``cluster``, the server runs in cluster mode (its bus on another free port)
-    and owns no slots until given some.
+    and owns no slots until given some. With ``tls``, it speaks only TLS, with a
+    self-signed certificate for 127.0.0.1 (``certificate``, also the CA to trust).
     """
 
     port: int
     directory: Path
     cluster: bool = False
+    tls: bool = False
     process: subprocess.Popen[bytes] | None = None
     bus_port: int = field(default_factory=free_port)
 
     @property
     def url(self) -> str:
+        if self.tls:
+            return f"rediss://127.0.0.1:{self.port}/0?ssl_ca_certs={self.certificate}"
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def certificate(self) -> Path:
+        return self.directory / "cert.pem"
+
     def client(self) -> redis.Redis:
+        if self.tls:
+            return redis.Redis(
+                host="127.0.0.1", port=self.port, ssl=True, ssl_ca_certs=str(self.certificate)
+            )
         return redis.Redis(host="127.0.0.1", port=self.port)
 
     def start(self) -> None:
@@ -116,7 +128,7 @@ class RedisServer:
         if executable is None:
             pytest.fail("redis-server is not installed")
         options = [
-            "--port", str(self.port),
+            *(self._tls_options() if self.tls else ["--port", str(self.port)]),
             "--bind", "127.0.0.1",
             "--save", "",
             "--appendonly", "no",
@@ -143,6 +155,27 @@ class RedisServer:
                             f"redis-server did not start on port {self.port}"
                         ) from None
                     time.sleep(0.05)
+
+    def _tls_options(self) -> list[str]:
+        key = self.directory / "key.pem"
+        if not self.certificate.exists():
+            subprocess.run(
+                [
+                    "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(self.certificate),
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                ],
+                check=True,
+                capture_output=True,
+            )  # fmt: skip
+        return [
+            "--port", "0",
+            "--tls-port", str(self.port),
+            "--tls-cert-file", str(self.certificate),
+            "--tls-key-file", str(key),
+            "--tls-ca-cert-file", str(self.certificate),
+            "--tls-auth-clients", "no",
+        ]  # fmt: skip
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
