@@ -6,6 +6,7 @@ asyncio client. Needs the ``redis`` extra; the URL format is in
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from bridge_store.errors import ConfigurationError
 from bridge_store.hookspecs import hookimpl
@@ -25,9 +26,9 @@ def bridge_store_url_schemes() -> list[str]:
 
 @hookimpl
 def bridge_store_open_backend(url: str) -> RedisBackend | None:
-    settings = parse_url(url) if url.split(":", 1)[0] in SCHEMES else None
-    if settings is None:
+    if urlsplit(url).scheme not in SCHEMES:
         return None
+    settings = parse_url(url)
     try:
         # redis-py loads only when a Redis URL is chosen, and may be absent.
         from .backend import RedisBackend
