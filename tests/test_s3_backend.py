@@ -348,10 +348,12 @@ async def test_request_costs_of_the_hot_paths(store: S3Backend, s3_server: S3Ser
     assert await cost(store.run_events.append(event("r", key="k"))) == 3  # HEAD + claim + PUT
     assert await cost(store.run_events.list("r", after_seq=3, limit=100)) == 1  # GET miss
     assert await cost(store.run_events.list("r", after_seq=1, limit=100)) == 3  # GET, LIST, GET
-    await store.agents.create(agent("a1"))
+    assert await cost(store.agents.create(agent("a1"))) == 3  # 2 entries + document
     assert await cost(store.agents.update(agent("a1", updated_at=7))) == 5
     assert await cost(store.agents.get("a1")) == 1
     assert await cost(store.checkpoints.get("a1", "missing")) == 1
+    assert await cost(store.checkpoints.create("a1", "b1", b"blob")) == 2  # entry + blob
+    assert await cost(store.checkpoints.update("a1", "b1", b"newer")) == 2  # HEAD + PUT
 
 
 # -- checkpoints ----------------------------------------------------------------------
