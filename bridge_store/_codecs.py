@@ -44,7 +44,7 @@ class CallStoreCall:
 class Codec(Protocol):
     name: str
 
-    def decode(self, body: bytes) -> CallStoreCall: ...
+    def decode(self, body: bytes | bytearray) -> CallStoreCall: ...
 
     def encode(self, output: Document | None) -> bytes: ...
 
@@ -88,7 +88,7 @@ _encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",",
 class JsonCodec:
     name = "json"
 
-    def decode(self, body: bytes) -> CallStoreCall:
+    def decode(self, body: bytes | bytearray) -> CallStoreCall:
         try:
             message = _decoder.decode(body.decode("utf-8"))
         except UnicodeDecodeError:
@@ -155,9 +155,10 @@ def _well_formed(value: Any) -> Any:
 class ProtoCodec:
     name = "proto"
 
-    def decode(self, body: bytes) -> CallStoreCall:
+    def decode(self, body: bytes | bytearray) -> CallStoreCall:
         try:
-            message = CallStoreRequest.FromString(body)
+            # upb parses any buffer; the stubs only say bytes, and a copy could be 100 MiB.
+            message = CallStoreRequest.FromString(body)  # type: ignore[arg-type]
         except DecodeError:
             raise invalid_argument("request body is not a valid sdk.v1.CallStoreRequest") from None
         data = from_struct(message.input) if message.HasField("input") else None

@@ -95,7 +95,7 @@ def request_encoding(content_encoding: str | None) -> str:
     return (content_encoding or "identity").strip().lower()
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int) -> bytearray:
     """The whole request body, refusing (without reading further) past ``limit`` bytes.
 
     A declared ``Content-Length`` over the limit is refused before reading anything;
@@ -109,7 +109,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         body += chunk
         if len(body) > limit:
             raise too_large(limit)
-    return bytes(body)
+    return body  # not copied to bytes: a checkpoint body can be 100 MiB
 
 
 class CallStoreEndpoint:
@@ -154,8 +154,9 @@ class CallStoreEndpoint:
             timeout = timeout_seconds(headers.get("connect-timeout-ms"))
             try:
                 async with asyncio.timeout(timeout) as deadline:
-                    body = await self._read(request, gzipped=encoding == "gzip")
-                    output = await self._call(codec.decode(body))
+                    # No name keeps the raw body alive while the store works.
+                    call = codec.decode(await self._read(request, gzipped=encoding == "gzip"))
+                    output = await self._call(call)
             except TimeoutError:
                 if not deadline.expired():
                     raise
@@ -172,7 +173,7 @@ class CallStoreEndpoint:
             token.strip().encode("latin-1"), self._token
         )
 
-    async def _read(self, request: Request, *, gzipped: bool) -> bytes:
+    async def _read(self, request: Request, *, gzipped: bool) -> bytes | bytearray:
         body = await read_body(request, self._limit)
         # An empty body is an empty message whatever the encoding, as in connect-go.
         return gunzip(body, self._limit) if gzipped and body else body
