@@ -11,10 +11,12 @@ deleted at teardown. Keyword arguments become extra URL parameters
 throttle or stop (see :class:`S3Server`).
 
 Why not moto's ``ThreadedMotoServer`` as it is: moto checks ``If-None-Match`` and
-``If-Match`` and then writes, with no lock, while its server handles requests on
-threads, so two racing conditional writes can both succeed. S3 makes the check and the
-write one atomic step, and the backend's correctness rests on that; this server runs
-moto's application with requests serialised, which restores the guarantee.
+``If-Match`` and then writes, with no lock in between, while its server handles
+requests on threads, so nothing makes the pair atomic. (A trial with 4 threads racing
+on 300 keys caught no double success; the window is narrow, not closed.) S3 makes the
+check and the write one atomic step, and the backend's correctness rests on that: this
+server runs moto's application with requests serialised, so race tests never pass or
+fail on moto's luck.
 """
 
 from __future__ import annotations
