@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import zlib
 
@@ -10,9 +11,16 @@ from .errors import Code, ConnectError, invalid_argument
 #: Responses smaller than this go out uncompressed: below about a kilobyte gzip saves
 #: little and costs more CPU than the bytes it saves on a loopback or LAN link.
 COMPRESS_MIN_BYTES = 1024
+#: Responses larger than this go out uncompressed too. They are checkpoint blobs:
+#: base64 of encrypted bytes, which gzip shrinks by under a quarter at a few tens of
+#: MB/s of one core (docs/connect.md), slower than sending them plain on any LAN.
+COMPRESS_MAX_BYTES = 8 * 1024 * 1024
+#: Compressing more than this moves to a worker thread. zlib releases the GIL, so the
+#: event loop keeps serving other requests in the meantime.
+COMPRESS_INLINE_MAX_BYTES = 256 * 1024
 #: Level 1: on a page of the recorded bridge documents it used about 60% of level 6's
-#: CPU for a 35% larger output (see docs/connect.md). CPU is the scarcer resource:
-#: compression runs on the event loop, and a store sits on loopback or a LAN.
+#: CPU for a 35% larger output (see docs/connect.md). CPU is the scarcer resource, and
+#: a store sits on loopback or a LAN.
 COMPRESS_LEVEL = 1
 _GZIP_WBITS = 31  # zlib: expect a gzip header and trailer
 
@@ -48,7 +56,17 @@ def gunzip(data: bytes | bytearray, limit: int) -> bytes:
         raise invalid_argument("request body is not valid gzip") from None
 
 
-def compress(data: bytes) -> bytes:
+def should_compress(size: int, accept_encoding: str) -> bool:
+    return COMPRESS_MIN_BYTES <= size <= COMPRESS_MAX_BYTES and accepts_gzip(accept_encoding)
+
+
+async def compress(data: bytes) -> bytes:
+    if len(data) > COMPRESS_INLINE_MAX_BYTES:
+        return await asyncio.to_thread(_gzip, data)
+    return _gzip(data)
+
+
+def _gzip(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=COMPRESS_LEVEL, mtime=0)
 
 

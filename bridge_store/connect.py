@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ._codecs import CODECS, CallStoreCall, Codec
-from ._compression import COMPRESS_MIN_BYTES, accepts_gzip, compress, gunzip, too_large
+from ._compression import compress, gunzip, should_compress, too_large
 from .errors import Code, ConnectError, invalid_argument
 from .types import Document
 
@@ -161,7 +161,7 @@ class CallStoreEndpoint:
                 if not deadline.expired():
                     raise
                 raise ConnectError(Code.DEADLINE_EXCEEDED, "Connect-Timeout-Ms elapsed") from None
-            return self._encode(codec, output, headers)
+            return await self._encode(codec, output, headers)
         except ConnectError as error:
             return error_response(error)
 
@@ -189,15 +189,15 @@ class CallStoreEndpoint:
             logger.exception("CallStore %.40s.%.40s failed", call.substore, call.method)
             raise ConnectError(Code.INTERNAL, "internal error") from None
 
-    def _encode(self, codec: Codec, output: Document | None, headers: Headers) -> Response:
+    async def _encode(self, codec: Codec, output: Document | None, headers: Headers) -> Response:
         try:
             body = codec.encode(output)
         except Exception:
             logger.exception("CallStore output could not be encoded as %s", codec.name)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
         response_headers = {}
-        if len(body) >= COMPRESS_MIN_BYTES and accepts_gzip(headers.get("accept-encoding", "")):
-            body = compress(body)
+        if should_compress(len(body), headers.get("accept-encoding", "")):
+            body = await compress(body)
             response_headers["content-encoding"] = "gzip"
         return Response(body, media_type=f"application/{codec.name}", headers=response_headers)
 

@@ -12,6 +12,7 @@ import json
 import logging
 import re
 import socket
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from google.protobuf import struct_pb2
 
+from bridge_store import _compression
 from bridge_store._codecs import MAX_DEPTH
 from bridge_store._compression import COMPRESS_MIN_BYTES
 from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
@@ -379,6 +381,36 @@ def test_small_response_not_compressed(client: httpx.Client) -> None:
     )
     assert response.status_code == 200
     assert "content-encoding" not in response.headers
+
+
+def test_large_responses_compress_off_the_loop_and_huge_ones_go_plain(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Scaled-down limits: the real ones need bodies beyond this server's request limit.
+    monkeypatch.setattr(_compression, "COMPRESS_INLINE_MAX_BYTES", 3 * 1024)
+    monkeypatch.setattr(_compression, "COMPRESS_MAX_BYTES", 6 * 1024)
+    threads: list[str] = []
+    real_gzip = _compression._gzip
+
+    def spy(data: bytes) -> bytes:
+        threads.append(threading.current_thread().name)
+        return real_gzip(data)
+
+    monkeypatch.setattr(_compression, "_gzip", spy)
+    encodings = []
+    for size in (2 * 1024, 4 * 1024, 8 * 1024):
+        doc = agent(f"sized-{size}", name="n" * size)
+        response = client.post(
+            CALL_STORE_PATH,
+            content=json_body("agents", "create", {"agent": doc}),
+            headers=headers(accept_encoding="gzip"),
+        )
+        assert response.json() == {"output": doc}
+        encodings.append(response.headers.get("content-encoding", "identity"))
+    assert encodings == ["gzip", "gzip", "identity"]
+    assert threads[0] == "uvicorn"  # small: inline, on the event loop's thread
+    assert threads[1] != "uvicorn"  # larger: in a worker thread
+    assert len(threads) == 2
 
 
 @pytest.mark.parametrize("body", [b"not gzip at all", gzip.compress(b"{}")[:-4]])
