@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -160,13 +161,20 @@ def routes_from(args: argparse.Namespace) -> Routes:
     )
 
 
+#: Query parameters that carry secrets (s3:// takes credentials as parameters).
+_SECRET_QUERY = re.compile(r"((?:^|&)(?:secret_access_key|session_token|password)=)[^&]*")
+
+
 def redact(url: str) -> str:
-    """``url`` without its password, for printing."""
+    """``url`` without its password or secret query parameters, for printing."""
     parts = urlsplit(url)
-    if parts.password is None:
+    query = _SECRET_QUERY.sub(r"\1***", parts.query)
+    if parts.password is None and query == parts.query:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
