@@ -7,12 +7,13 @@ any offset in O(log n + page).
 
 Why not a stream (``XADD``/``XRANGE`` with ids ``<seq>-0``), the other natural fit:
 measured on this machine (bench/redis_events.py, docs/redis.md), reading a page of
-100 events took Redis 3-4x more time with ``XRANGE`` than with ``ZRANGE`` and,
-worse, took redis-py 5-10x longer to parse (a stream reply nests two arrays per
-entry; the pure-Python parser pays per element), while a stream saves about 12% of
-memory. The store's hot path is read-heavy (every observer polls every 250 ms), Redis
-is the one shared thread, so the sorted set wins. A list (``LRANGE``) is smallest but
-walks from the nearer end: reading the middle of a long log costs O(n).
+100 events took Redis about 4x more time with ``XRANGE`` than with ``ZRANGE`` and,
+worse, a 3-11x longer round trip, mostly redis-py parsing the reply (a stream reply
+nests two arrays per entry; the pure-Python parser pays per element), while a stream
+takes 11-19% less memory. The store's hot path is read-heavy (every observer polls
+every 250 ms) and Redis is the one shared thread, so the sorted set wins. A list
+(``LRANGE``) is smallest but walks from the nearer end: reading the middle of a long
+log costs O(n).
 
 Per run: the sorted set ``log:<runId>`` and the hash ``keys:<runId>``
 (idempotencyKey -> seq). The sorted set ``runs`` registers every run that has a log,
