@@ -70,6 +70,8 @@ class S3Server:
         self._thread: threading.Thread | None = None
         self.endpoint_url = ""
         self._client: Any = None
+        #: Every (bucket, prefix) :meth:`url` handed out, for clean-up.
+        self.handed_out: list[tuple[str, str]] = []
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         with self._lock:
@@ -118,7 +120,12 @@ class S3Server:
         with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
             client.create_bucket(Bucket=bucket)
 
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
     def url(self, prefix: str, bucket: str = BUCKET, **params: str) -> str:
+        self.handed_out.append((bucket, prefix))
         query = {
             "endpoint_url": self.endpoint_url,
             "region": REGION,
@@ -166,6 +173,13 @@ def private_s3_server() -> Iterator[S3Server]:
         yield server
     finally:
         server.throttled = False
+        # moto's state outlives the server (one per process): a stopped server is
+        # started again to delete what the test wrote.
+        if not server.running:
+            server.start()
+        for bucket, prefix in server.handed_out:
+            if bucket == BUCKET:
+                server.delete_prefix(prefix, bucket)
         server.stop()
 
 
