@@ -6,8 +6,8 @@ process CPU time* (obstore's Rust threads included). Against a local moto server
 wall time is mostly moto's own; the CPU time is what the client costs the store server,
 and it is what decides the choice. The 32 MiB rows also report the child's peak RSS.
 
-    python bench/s3_clients.py            # needs moto[server]; obstore optional
-    pip install obstore                   # to include obstore
+    pip install aiobotocore               # obstore comes with the s3 extra
+    python bench/s3_clients.py            # a client that is not installed is skipped
 
 Operations (those the backend issues): conditional create of a 1 KiB object
 (If-None-Match: *), GET, HEAD, a LIST page of 100 keys after a start key, 50 GETs at
