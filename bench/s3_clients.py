@@ -7,7 +7,7 @@ wall time is mostly moto's own; the CPU time is what the client costs the store 
 and it is what decides the choice. The 32 MiB rows also report the child's peak RSS.
 
     pip install aiobotocore               # obstore comes with the s3 extra
-    python bench/s3_clients.py            # a client that is not installed is skipped
+    python bench/s3_clients.py            # a client not installed is reported failed
 
 Operations (those the backend issues): conditional create of a 1 KiB object
 (If-None-Match: *), GET, HEAD, a LIST page of 100 keys after a start key, 50 GETs at
