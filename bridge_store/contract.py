@@ -50,17 +50,42 @@ def optional_object(parent: Mapping[str, Any], key: str, field: str) -> Document
     return require_object(value, f"{field}.{key}")
 
 
+def is_storable_key(value: str) -> bool:
+    """Whether ``value`` can be an indexed key in every backend.
+
+    Keys land in database columns, Redis members and S3 object names; none of them can
+    hold NUL, and a lone UTF-16 surrogate (which JSON can carry) has no UTF-8 form.
+    Document bodies can hold both; only keys are checked.
+    """
+    return "\x00" not in value and (value.isascii() or _encodes(value))
+
+
+def _encodes(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def require_id(parent: Mapping[str, Any], key: str, field: str) -> str:
     value = parent.get(key)
     if not isinstance(value, str) or not value:
         raise invalid_argument(f"{field}.{key} must be a non-empty string")
+    if not is_storable_key(value):
+        raise invalid_argument(f"{field}.{key} must not contain NUL or unpaired surrogates")
     return value
 
 
 def optional_string(parent: Mapping[str, Any], key: str, field: str) -> str | None:
+    """An optional string used as a key or filter (cwd, idempotencyKey, payloadRef)."""
     value = parent.get(key)
-    if value is not None and not isinstance(value, str):
+    if value is None:
+        return None
+    if not isinstance(value, str):
         raise invalid_argument(f"{field}.{key} must be a string or null")
+    if not is_storable_key(value):
+        raise invalid_argument(f"{field}.{key} must not contain NUL or unpaired surrogates")
     return value
 
 
@@ -103,8 +128,11 @@ def optional_id_list(parent: Mapping[str, Any], key: str, field: str) -> list[st
     if not isinstance(value, list):
         raise invalid_argument(f"{field}.{key} must be a list of strings")
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            raise invalid_argument(f"{field}.{key}[{index}] must be a non-empty string")
+        if not isinstance(item, str) or not item or not is_storable_key(item):
+            raise invalid_argument(
+                f"{field}.{key}[{index}] must be a non-empty string without NUL"
+                " or unpaired surrogates"
+            )
     return list(dict.fromkeys(value)) or None
 
 
@@ -145,8 +173,8 @@ def validate_agent(value: Any, field: str) -> Document:
     """An agent document, checked; the fields the store indexes on are required."""
     agent = dict(require_object(value, field))
     require_id(agent, "agentId", field)
-    if not isinstance(agent.get("cwd"), str):
-        raise invalid_argument(f"{field}.cwd must be a string")
+    if not isinstance(agent.get("cwd"), str) or not is_storable_key(agent["cwd"]):
+        raise invalid_argument(f"{field}.cwd must be a string without NUL or unpaired surrogates")
     _normalize_integer_field(agent, "updatedAt", field, required=True)
     _normalize_integer_field(agent, "createdAt", field, required=False)
     _check_optional_types(agent, field, _AGENT_OPTIONAL_TYPES)

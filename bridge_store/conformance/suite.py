@@ -191,6 +191,37 @@ class StoreConformance:
             assert field in message, (method, data, message)
         assert await client.call("agents", "list", {}) == {"items": []}
 
+    async def test_keys_no_backend_can_index_are_invalid(self, client: StoreClient) -> None:
+        for bad in ("nul\x00inside", "half \ud83d"):
+            cases = [
+                ("agents", "create", {"agent": agent(bad)}, "input.agent.agentId"),
+                ("agents", "create", {"agent": agent("a", cwd=bad)}, "input.agent.cwd"),
+                ("agents", "list", {"filter": {"cwd": bad}}, "input.filter.cwd"),
+                ("agents", "delete", {"filter": {"agentIds": [bad]}}, "input.filter.agentIds[0]"),
+                ("runs", "create", {"run": run(bad)}, "input.run.runId"),
+                ("runs", "get", {"agentId": bad, "runId": "r"}, "input.agentId"),
+                ("runEvents", "append", {"runId": bad, "eventType": "t"}, "input.runId"),
+                (
+                    "runEvents",
+                    "append",
+                    {"runId": "r", "eventType": "t", "idempotencyKey": bad},
+                    "input.idempotencyKey",
+                ),
+                ("checkpoints", "get", {"agentId": "a", "blobId": bad}, "input.blobId"),
+            ]
+            for substore, method, data, field in cases:
+                message = await client.expect(Code.INVALID_ARGUMENT, substore, method, data)
+                assert field in message, (substore, method, message)
+        # Document bodies are not keys: they keep both.
+        doc = agent("a", name="nul\x00 and half \ud83d")
+        assert await client.call("agents", "create", {"agent": doc}) == doc
+        assert await client.call("agents", "get", {"agentId": "a"}) == doc
+        event = {"runId": "r", "eventType": "t", "payload": {"text": "\x00\ud83d"}}
+        stored = await client.call("runEvents", "append", event)
+        assert stored["payload"] == event["payload"]
+        listed = await client.call("runEvents", "list", {"runId": "r"})
+        assert listed["items"] == [stored]
+
     async def test_cursor_of_one_substore_is_rejected_by_another(self, client: StoreClient) -> None:
         for index in range(3):
             await client.call("agents", "create", {"agent": agent(f"a{index}")})
