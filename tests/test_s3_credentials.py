@@ -18,19 +18,22 @@ from tests.support.s3 import BUCKET, REGION, S3Server
 
 pytestmark = pytest.mark.s3
 
-CREDENTIAL_VARIABLES = (
+#: Cleared for each test: the machine's own AWS settings must not leak in.
+AWS_VARIABLES = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "AWS_PROFILE",
     "AWS_DEFAULT_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
 )
 
 
 @pytest.fixture
 def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private ~/.aws with one profile; no credentials in the environment."""
-    for name in CREDENTIAL_VARIABLES:
+    for name in AWS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "credentials").write_text(
         "[bench-profile]\naws_access_key_id = AKIAFROMFILE\naws_secret_access_key = file-secret\n"
