@@ -61,10 +61,6 @@ def descending_int(value: int) -> str:
     return f"{_INT_OFFSET - value:0{_INT_WIDTH}d}"
 
 
-def parse_ordered_int(segment: str) -> int:
-    return int(segment) - _INT_OFFSET
-
-
 def seq_segment(seq: int) -> str:
     return f"{seq:0{_SEQ_WIDTH}d}"
 
