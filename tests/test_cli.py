@@ -9,14 +9,18 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from bridge_store.cli import build_parser, redact
 
-from .support.server import CALL_STORE_PATH, serve, start_server
+from .support.server import CALL_STORE_PATH, READY_PREFIX, serve, start_server
 
 
 def run_cli(
@@ -64,122 +68,85 @@ def test_serve_defaults() -> None:
     assert args.max_request_bytes >= 64 * 1024 * 1024
 
 
-def test_serve_on_default_store_generates_a_private_token_file(tmp_path: Path) -> None:
+@dataclass
+class OwnTokenServer:
+    ready_line: str = ""
+    ready: dict[str, Any] = field(default_factory=dict)
+    stderr_after_ready: str = ""
+    returncode: int | None = None
+
+
+@contextmanager
+def serve_with_own_token(*args: str, cwd: Path | None = None) -> Iterator[OwnTokenServer]:
+    """``serve`` with neither token nor store in the environment: the CLI's own handling."""
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("BRIDGE_STORE_AUTH_TOKEN", "BRIDGE_STORE_URL")
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "bridge_store", "serve", "--port", "0"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "bridge_store", "serve", "--port", "0", *args],
+        cwd=cwd,
         env=env,
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
     )
+    server = OwnTokenServer()
     try:
         assert process.stderr is not None
-        ready_line = ""
-        for line in process.stderr:
-            if line.startswith("bridge-store ready "):
-                ready_line = line
-                break
-        ready = json.loads(ready_line.removeprefix("bridge-store ready "))
-        token_file = Path(ready["authTokenFile"])
+        server.ready_line = next(line for line in process.stderr if line.startswith(READY_PREFIX))
+        server.ready = json.loads(server.ready_line.removeprefix(READY_PREFIX))
+        yield server
+    finally:
+        process.send_signal(signal.SIGTERM)
+        server.stderr_after_ready = process.communicate(timeout=30)[1]
+        server.returncode = process.returncode
+
+
+def list_agents(url: str, token: str) -> httpx.Response:
+    return httpx.post(
+        url + CALL_STORE_PATH,
+        json={"substore": "agents", "method": "list", "input": {}},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+def test_serve_on_default_store_generates_a_private_token_file(tmp_path: Path) -> None:
+    with serve_with_own_token(cwd=tmp_path) as server:
+        token_file = Path(server.ready["authTokenFile"])
         assert token_file == tmp_path / "bridge-store.token"
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         token = token_file.read_text().strip()
-        assert token not in ready_line
-        assert ready["url"].startswith("http://127.0.0.1:")
-        response = httpx.post(
-            ready["url"] + CALL_STORE_PATH,
-            json={"substore": "agents", "method": "list", "input": {}},
-            headers={"Authorization": f"Bearer {token}"},
-        )
-        assert response.json() == {"output": {"items": []}}
+        assert token not in server.ready_line
+        assert server.ready["url"].startswith("http://127.0.0.1:")
+        assert list_agents(server.ready["url"], token).json() == {"output": {"items": []}}
         assert (tmp_path / "bridge-store.db").exists()
-    finally:
-        process.send_signal(signal.SIGTERM)
-        remaining = process.communicate(timeout=30)[1]
-    assert process.returncode == 0, remaining
-    assert token not in remaining
+    assert server.returncode == 0, server.stderr_after_ready
+    assert token not in server.stderr_after_ready
 
 
 def test_token_from_file_is_used_and_not_announced(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("file-token\n")
-    env = {k: v for k, v in os.environ.items() if k != "BRIDGE_STORE_AUTH_TOKEN"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bridge_store",
-            "serve",
-            "--port",
-            "0",
-            "--store",
-            "memory://",
-            "--auth-token-file",
-            str(token_file),
-        ],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        line = next(line for line in process.stderr if line.startswith("bridge-store ready "))
-        ready = json.loads(line.removeprefix("bridge-store ready "))
-        assert "authTokenFile" not in ready
-        url = ready["url"]
-        ok = httpx.post(
-            url + CALL_STORE_PATH,
-            json={"substore": "agents", "method": "list"},
-            headers={"Authorization": "Bearer file-token"},
-        )
-        assert ok.status_code == 200
-        wrong = httpx.post(
-            url + CALL_STORE_PATH,
-            json={"substore": "agents", "method": "list"},
-            headers={"Authorization": "Bearer ignored"},
-        )
-        assert wrong.status_code == 401
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
+    with serve_with_own_token(
+        "--store", "memory://", "--auth-token-file", str(token_file)
+    ) as server:
+        assert "authTokenFile" not in server.ready
+        assert list_agents(server.ready["url"], "file-token").status_code == 200
+        assert list_agents(server.ready["url"], "other-token").status_code == 401
 
 
 def test_missing_token_file_is_generated_there(tmp_path: Path) -> None:
     token_file = tmp_path / "secrets" / "store.token"
-    env = {k: v for k, v in os.environ.items() if k != "BRIDGE_STORE_AUTH_TOKEN"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bridge_store",
-            "serve",
-            "--port",
-            "0",
-            "--store",
-            "memory://",
-            "--auth-token-file",
-            str(token_file),
-        ],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        line = next(line for line in process.stderr if line.startswith("bridge-store ready "))
-        ready = json.loads(line.removeprefix("bridge-store ready "))
-        assert ready["authTokenFile"] == str(token_file)
+    with serve_with_own_token(
+        "--store", "memory://", "--auth-token-file", str(token_file)
+    ) as server:
+        assert server.ready["authTokenFile"] == str(token_file)
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        assert len(token_file.read_text().strip()) >= 32
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
+        token = token_file.read_text().strip()
+        assert len(token) >= 32
+        assert list_agents(server.ready["url"], token).status_code == 200
 
 
 def test_sigterm_lets_in_flight_requests_finish(tmp_path: Path) -> None:
