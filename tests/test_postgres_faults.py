@@ -20,7 +20,7 @@ from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 
 from .support.postgres import TcpProxy, terminate_connections
-from .support.server import ServerProcess, serve
+from .support.server import serve
 
 pytestmark = pytest.mark.postgres
 
@@ -38,17 +38,6 @@ def proxy() -> Iterator[TcpProxy]:
         yield forwarder
     finally:
         forwarder.close()
-
-
-def events_of(server: ServerProcess, run_id: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    offset = "0"
-    while True:
-        page = server.call("runEvents", "list", {"runId": run_id, "afterOffset": offset})
-        events.extend(page["items"])
-        if "nextOffset" not in page:
-            return events
-        offset = page["nextOffset"]
 
 
 def test_killed_connections_under_load_cost_retries_not_data(database_url: str) -> None:
@@ -103,7 +92,7 @@ def test_killed_connections_under_load_cost_retries_not_data(database_url: str) 
             thread.join(timeout=300)
 
         assert all(error.code == Code.UNAVAILABLE for error in errors), errors
-        stored = events_of(server, "busy")
+        stored = server.events("busy")
         # Still the same process, serving.
         assert server.process.poll() is None
     # The log has no gaps: a killed append left nothing half-done.

@@ -14,12 +14,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import pytest
 
-from bridge_store.errors import Code, ConnectError
+from bridge_store.errors import ConnectError
 
-from .support.server import CALL_STORE_PATH, ServerProcess, start_server
+from .support.server import ServerProcess, start_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -28,50 +27,6 @@ ROUNDS = 30
 HOT_RUNS = ("hot-1", "hot-2", "hot-3")
 STATIC_AGENTS = 30
 STATIC_RUNS = 30
-
-
-class Client:
-    """One client's own HTTP connection to one server."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        self._url = server.url + CALL_STORE_PATH
-        self._http = httpx.Client(
-            timeout=60.0,
-            headers={"Authorization": f"Bearer {server.token}", "Connect-Protocol-Version": "1"},
-        )
-
-    def call(self, substore: str, method: str, data: Any) -> Any:
-        response = self._http.post(
-            self._url, json={"substore": substore, "method": method, "input": data}
-        )
-        body = response.json()
-        if response.status_code != 200:
-            raise ConnectError(Code(body["code"]), body.get("message", ""))
-        return body.get("output")
-
-    def list_all(self, substore: str, filter_: dict[str, Any]) -> list[Any]:
-        items: list[Any] = []
-        cursor = None
-        while True:
-            page_filter = {**filter_, **({"cursor": cursor} if cursor else {})}
-            page = self.call(substore, "list", {"filter": page_filter})
-            items.extend(page["items"])
-            cursor = page.get("nextCursor")
-            if cursor is None:
-                return items
-
-    def events(self, run_id: str) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        offset = "0"
-        while True:
-            page = self.call("runEvents", "list", {"runId": run_id, "afterOffset": offset})
-            events.extend(page["items"])
-            if "nextOffset" not in page:
-                return events
-            offset = page["nextOffset"]
-
-    def close(self) -> None:
-        self._http.close()
 
 
 def agent(agent_id: str, updated_at: int, **extra: Any) -> dict[str, Any]:
@@ -101,7 +56,7 @@ def test_two_servers_hammered_keep_every_log_gapless_and_lose_nothing(
 
 
 def hammer(servers: list[ServerProcess]) -> None:
-    setup = Client(servers[0])
+    setup = servers[0].new_client()
     for index in range(STATIC_AGENTS):
         setup.call("agents", "create", {"agent": agent(f"static-{index:02d}", index)})
     for index in range(STATIC_RUNS):
@@ -119,7 +74,7 @@ def hammer(servers: list[ServerProcess]) -> None:
     start = threading.Barrier(len(servers) * CLIENTS_PER_SERVER)
 
     def client_work(server: ServerProcess, number: int) -> None:
-        client = Client(server)
+        client = server.new_client()
         start.wait()
         try:
             for index in range(ROUNDS):
@@ -174,7 +129,7 @@ def hammer(servers: list[ServerProcess]) -> None:
         for future in futures:
             future.result()
 
-    checker = Client(servers[1])
+    checker = servers[1].new_client()
     try:
         clients = len(servers) * CLIENTS_PER_SERVER
         # Gapless, duplicate-free logs holding exactly what was acknowledged.

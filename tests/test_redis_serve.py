@@ -82,17 +82,6 @@ async def hammer(servers: list[ServerProcess]) -> list[httpx.Response]:
         return list(await asyncio.gather(*calls))
 
 
-def read_log(server: ServerProcess, run_id: str) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    offset = "0"
-    while True:
-        page = server.call("runEvents", "list", {"runId": run_id, "afterOffset": offset})
-        events.extend(page["items"])
-        if "nextOffset" not in page:
-            return events
-        offset = page["nextOffset"]
-
-
 def test_two_servers_give_gapless_seqs_and_lose_nothing(make_redis_url: MakeRedisUrl) -> None:
     url = make_redis_url()
     with serve("--store", url) as first, serve("--store", url) as second:
@@ -114,8 +103,8 @@ def test_two_servers_give_gapless_seqs_and_lose_nothing(make_redis_url: MakeRedi
         appended = APPENDS_PER_RUN_PER_SERVER * 2
         for run_id in RUNS:
             # Both servers read the same log.
-            log = read_log(first, run_id)
-            assert log == read_log(second, run_id)
+            log = first.events(run_id)
+            assert log == second.events(run_id)
             extra = 1 if run_id == "run-a" else 0
             assert [event["seq"] for event in log] == list(range(1, appended + extra + 1))
             assert [event["offset"] for event in log] == [str(e["seq"]) for e in log]
@@ -128,7 +117,7 @@ def test_two_servers_give_gapless_seqs_and_lose_nothing(make_redis_url: MakeRedi
                 (number, n) for number in (0, 1) for n in range(APPENDS_PER_RUN_PER_SERVER)
             )
         # What each append returned is what the log holds at that seq.
-        logs = {run_id: {e["seq"]: e for e in read_log(first, run_id)} for run_id in RUNS}
+        logs = {run_id: {e["seq"]: e for e in first.events(run_id)} for run_id in RUNS}
         for body in bodies[: -2 * KEYED_RACERS]:
             event = body["output"]
             assert logs[event["runId"]][event["seq"]] == event

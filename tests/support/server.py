@@ -24,6 +24,53 @@ START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 
 
+class StoreHttpClient:
+    """A CallStore client over its own HTTP connection (one per thread under load)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._url = url + CALL_STORE_PATH
+        self._http = httpx.Client(
+            timeout=60.0,
+            headers={"Authorization": f"Bearer {token}", "Connect-Protocol-Version": "1"},
+        )
+
+    def call(self, substore: str, method: str, data: Any) -> Any:
+        """One JSON CallStore call; returns the output or raises ConnectError."""
+        response = self._http.post(
+            self._url, json={"substore": substore, "method": method, "input": data}
+        )
+        body = response.json()
+        if response.status_code != 200:
+            raise ConnectError(Code(body["code"]), body.get("message", ""))
+        return body.get("output")
+
+    def list_all(self, substore: str, filter_: dict[str, Any]) -> list[Any]:
+        """Every item of a list, following nextCursor."""
+        items: list[Any] = []
+        cursor = None
+        while True:
+            page_filter = {**filter_, **({"cursor": cursor} if cursor else {})}
+            page = self.call(substore, "list", {"filter": page_filter})
+            items.extend(page["items"])
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                return items
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's whole event log, following nextOffset."""
+        events: list[dict[str, Any]] = []
+        offset = "0"
+        while True:
+            page = self.call("runEvents", "list", {"runId": run_id, "afterOffset": offset})
+            events.extend(page["items"])
+            if "nextOffset" not in page:
+                return events
+            offset = page["nextOffset"]
+
+    def close(self) -> None:
+        self._http.close()
+
+
 @dataclass
 class ServerProcess:
     """A running ``bridge-store serve`` subprocess."""
@@ -34,23 +81,26 @@ class ServerProcess:
     ready: dict[str, Any]
     stderr_lines: list[str] = field(default_factory=list)
     drain: threading.Thread | None = None
-    _http: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=60.0))
+    client: StoreHttpClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = StoreHttpClient(self.url, self.token)
 
     def call(self, substore: str, method: str, data: Any) -> Any:
         """One JSON CallStore call; returns the output or raises ConnectError."""
-        response = self._http.post(
-            self.url + CALL_STORE_PATH,
-            json={"substore": substore, "method": method, "input": data},
-            headers={"Authorization": f"Bearer {self.token}", "Connect-Protocol-Version": "1"},
-        )
-        body = response.json()
-        if response.status_code != 200:
-            raise ConnectError(Code(body["code"]), body.get("message", ""))
-        return body.get("output")
+        return self.client.call(substore, method, data)
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's whole event log."""
+        return self.client.events(run_id)
+
+    def new_client(self) -> StoreHttpClient:
+        """A client with a connection of its own, e.g. for another thread."""
+        return StoreHttpClient(self.url, self.token)
 
     def stop(self) -> int:
         """SIGTERM and wait; returns the exit code."""
-        self._http.close()
+        self.client.close()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
