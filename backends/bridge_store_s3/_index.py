@@ -56,7 +56,9 @@ def new_rev() -> str:
 
 
 def encode_doc(doc: Document) -> bytes:
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    # ASCII escapes carry any str, lone surrogates included (valid in JSON text, not
+    # encodable as UTF-8), and they decode back to the same str.
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def decode_doc(body: bytes) -> Document:
