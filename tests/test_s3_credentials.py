@@ -81,6 +81,13 @@ def test_url_keys_win_then_profile_param_then_aws_profile(
     assert isinstance(by_env["credential_provider"], ProfileCredentials)
     assert by_env["config"]["region"] == "us-west-2"  # the URL's region wins
 
+    # Keys in the environment beat AWS_PROFILE (object_store reads them itself).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFROMENV")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    assert "credential_provider" not in _store_options(parse_url("s3://b/p"))
+    by_param_again = _store_options(parse_url("s3://b/p?profile=bench-profile"))
+    assert isinstance(by_param_again["credential_provider"], ProfileCredentials)
+
 
 async def test_a_store_runs_on_profile_credentials(aws_files: Path, s3_server: S3Server) -> None:
     calls: list[str] = []

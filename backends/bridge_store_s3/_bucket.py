@@ -101,7 +101,10 @@ def _store_options(s: S3Settings) -> dict[str, Any]:
         "retry_timeout": timedelta(seconds=s.connect_timeout + s.request_timeout),
     }
     options: dict[str, Any] = {"config": config, "client_options": client, "retry_config": retry}
-    profile = s.profile or os.environ.get("AWS_PROFILE")
+    # As in the AWS CLI: keys in the environment beat AWS_PROFILE, not profile=.
+    profile = s.profile
+    if profile is None and "AWS_ACCESS_KEY_ID" not in os.environ:
+        profile = os.environ.get("AWS_PROFILE")
     if s.access_key_id is not None and s.secret_access_key is not None:
         config["access_key_id"] = s.access_key_id
         config["secret_access_key"] = s.secret_access_key
