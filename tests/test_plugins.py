@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -109,3 +111,18 @@ def test_one_backend_per_distinct_url() -> None:
         agents="memory://", runs="memory://", run_events="x://", checkpoints="memory://"
     )
     assert routes.urls() == ["memory://", "x://"]
+
+
+def test_loading_every_backend_plugin_imports_no_storage_library() -> None:
+    # Plugins load for every command; their libraries must wait for a URL that needs
+    # them, so `serve --store memory://` or `--help` never pays for (or requires) them.
+    code = (
+        "import sys; from bridge_store.plugins import get_plugin_manager, known_schemes; "
+        "import bridge_store.cli, bridge_store.app; known_schemes(get_plugin_manager()); "
+        "print(sorted(set(sys.modules) & {'sqlalchemy', 'alembic', 'aiosqlite', 'asyncpg', "
+        "'redis', 'obstore', 'botocore', 'cursor_sdk'}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

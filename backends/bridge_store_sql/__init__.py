@@ -8,15 +8,15 @@ managed by the alembic migrations shipped in ``bridge_store_migrations``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bridge_store.hookspecs import hookimpl
 
-from .backend import SqlBackend
-from .engine import PostgresDatabase, SqliteDatabase
 from .settings import POSTGRES_SCHEMES, SQLITE_SCHEMES, parse_postgres, parse_sqlite
 
-__all__ = ["SqlBackend"]
+if TYPE_CHECKING:
+    from .backend import SqlBackend
 
 
 @hookimpl
@@ -27,8 +27,13 @@ def bridge_store_url_schemes() -> list[str]:
 @hookimpl
 def bridge_store_open_backend(url: str) -> SqlBackend | None:
     scheme = urlsplit(url).scheme
+    if scheme not in SQLITE_SCHEMES and scheme not in POSTGRES_SCHEMES:
+        return None
+    # SQLAlchemy and alembic load only when a SQL URL is chosen: every other command
+    # and backend starts without them.
+    from .backend import SqlBackend
+    from .engine import PostgresDatabase, SqliteDatabase
+
     if scheme in SQLITE_SCHEMES:
         return SqlBackend(SqliteDatabase(parse_sqlite(url)))
-    if scheme in POSTGRES_SCHEMES:
-        return SqlBackend(PostgresDatabase(parse_postgres(url)))
-    return None
+    return SqlBackend(PostgresDatabase(parse_postgres(url)))
