@@ -6,14 +6,12 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import signal
 import socket
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 from types import FrameType
-from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 
@@ -23,6 +21,7 @@ from .errors import ConfigurationError
 from .plugins import get_plugin_manager
 from .routing import Routes, resolve
 from .tokens import TOKEN_ENV, load_or_generate
+from .urls import redact
 
 STORE_ENV = "BRIDGE_STORE_URL"
 DEFAULT_STORE_URL = "sqlite:///bridge-store.db"
@@ -162,21 +161,6 @@ def routes_from(args: argparse.Namespace) -> Routes:
 
 
 #: Query parameters that carry secrets (s3:// takes credentials as parameters).
-_SECRET_QUERY = re.compile(r"((?:^|&)(?:secret_access_key|session_token|password)=)[^&]*")
-
-
-def redact(url: str) -> str:
-    """``url`` without its password or secret query parameters, for printing."""
-    parts = urlsplit(url)
-    query = _SECRET_QUERY.sub(r"\1***", parts.query)
-    if parts.password is None and query == parts.query:
-        return url
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.cli import build_parser, redact
+from bridge_store.cli import build_parser
+from bridge_store.urls import redact
 
 from .support.server import CALL_STORE_PATH, READY_PREFIX, serve, start_server
 
@@ -233,4 +234,9 @@ def test_serve_with_no_migrate_does_not_create_the_schema(tmp_path: Path) -> Non
 
 def test_redact_hides_passwords() -> None:
     assert redact("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+    assert redact("postgresql://u:p@ss@h/db") == "postgresql://u:***@h/db"
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
+    assert (
+        redact("s3://b/p?access_key_id=AK&secret_access_key=SK&session_token=ST")
+        == "s3://b/p?access_key_id=AK&secret_access_key=***&session_token=***"
+    )

@@ -27,9 +27,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.urls import redact
 
 from . import faults
-from .settings import PostgresSettings, SqliteSettings, redact
+from .settings import PostgresSettings, SqliteSettings
 
 T = TypeVar("T")
 Work = Callable[[AsyncConnection], Awaitable[T]]

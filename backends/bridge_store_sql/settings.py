@@ -18,6 +18,7 @@ from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.urls import redact
 
 SQLITE_SCHEMES = ("sqlite", "sqlite+aiosqlite")
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
@@ -121,16 +122,6 @@ def _query(query: str, url_for_errors: str) -> dict[str, str]:
             raise ConfigurationError(f"{key} is given twice in {url_for_errors}")
         result[key] = value
     return result
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
 def parse_sqlite(url: str) -> SqliteSettings:
