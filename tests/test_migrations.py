@@ -151,8 +151,9 @@ def test_concurrent_sqlite_upgrades_from_several_processes(tmp_path: Path) -> No
     time.sleep(2)
     holder.execute("COMMIT")
     holder.close()
-    for process in processes:
-        code, _, stderr = finish(process)
+    # Reap every process before asserting, so a failure leaves no open pipes behind.
+    results = [finish(process) for process in processes]
+    for code, _, stderr in results:
         assert code == 0, stderr
     with sqlite3.connect(path) as check:
         (revision,) = check.execute(
@@ -188,8 +189,8 @@ def test_concurrent_postgres_upgrades_queue_on_the_advisory_lock(
             await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
         finally:
             await holder.close()
-        for process in processes:
-            code, _, stderr = finish(process)
+        results = [finish(process) for process in processes]
+        for code, _, stderr in results:
             assert code == 0, stderr
 
     asyncio.run(hold_lock_until_all_wait())

@@ -20,6 +20,7 @@ import abc
 import asyncio
 import contextlib
 import importlib.util
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
@@ -122,6 +123,28 @@ class Database(abc.ABC):
 # -- SQLite ----------------------------------------------------------------------------
 
 
+def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
+    """Switch the file to WAL, waiting up to the busy timeout for other connections.
+
+    The switch needs an exclusive lock, and while another connection holds any lock
+    on a rollback-journal file (one another tool created, or a new file several
+    processes open at once) SQLite answers "database is locked" at once, without
+    calling the busy handler. So the wait is done here. This runs in the driver's
+    worker thread, never on the event loop.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except Exception as error:
+            if "database is locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
 class SqliteDatabase(Database):
     dialect: Literal["sqlite", "postgresql"] = "sqlite"
 
@@ -148,9 +171,8 @@ class SqliteDatabase(Database):
             # back; writes BEGIN IMMEDIATE themselves (below), reads need none.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            # busy_timeout first: switching to WAL takes a lock another process may hold.
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(cursor, busy_timeout)
             # In WAL mode NORMAL survives a crash of the process; a power loss may roll
             # back the last commits. FULL would fsync on every append.
             cursor.execute("PRAGMA synchronous = NORMAL")
