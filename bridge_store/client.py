@@ -267,8 +267,7 @@ def start_sidecar(
     The token (a new random one unless given) reaches the server through its
     environment, never its command line, where other local users could read it.
     """
-    argv = [sys.executable, "-m", "bridge_store", "serve", "--host", host, "--port", str(port)]
-    argv += ["--store", store, "--log-level", log_level]
+    args = ["--host", host, "--port", str(port), "--store", store, "--log-level", log_level]
     for flag, url in (
         ("--agents", agents),
         ("--runs", runs),
@@ -276,11 +275,29 @@ def start_sidecar(
         ("--checkpoints", checkpoints),
     ):
         if url is not None:
-            argv += [flag, url]
+            args += [flag, url]
     if not migrate:
-        argv.append("--no-migrate")
+        args.append("--no-migrate")
+    return start_serve(args, auth_token=auth_token, env=env, echo=echo, timeout=timeout)
+
+
+def start_serve(
+    args: Sequence[str],
+    *,
+    auth_token: str | None = None,
+    env: Mapping[str, str] | None = None,
+    echo: TextIO | None = None,
+    timeout: float = START_TIMEOUT_SECONDS,
+) -> Sidecar:
+    """Start ``bridge-store serve *args`` and wait until it is ready.
+
+    The lower level of :func:`start_sidecar`, for callers that pass serve's own
+    options. The token (a new random one unless given) reaches the server through its
+    environment, never its command line.
+    """
     token = auth_token or secrets.token_urlsafe(32)
     child_env = {**os.environ, **(env or {}), TOKEN_ENV: token}
+    argv = [sys.executable, "-m", "bridge_store", "serve", *args]
     process, pump, ready = _start(
         argv, child_env, SIDECAR_READY_PREFIX, echo, timeout, "bridge-store serve"
     )

@@ -19,9 +19,10 @@ import httpx
 import pytest
 
 from bridge_store.cli import build_parser
+from bridge_store.client import SIDECAR_READY_PREFIX as READY_PREFIX
 from bridge_store.urls import redact
 
-from .support.server import CALL_STORE_PATH, READY_PREFIX, serve, start_server
+from .support.server import CALL_STORE_PATH, serve, start_server
 
 
 def run_cli(

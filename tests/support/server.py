@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
-import signal
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,12 +10,12 @@ from typing import Any
 
 import httpx
 
+from bridge_store.client import Sidecar, start_serve
+from bridge_store.connect import CALL_STORE_PATH as ROUTE
 from bridge_store.errors import Code, ConnectError
 
-CALL_STORE_PATH = "sdk.v1.SdkStoreCallbackService/CallStore"
-READY_PREFIX = "bridge-store ready "
-START_TIMEOUT_SECONDS = 60.0
-STOP_TIMEOUT_SECONDS = 30.0
+#: The route relative to a server URL (which ends in "/").
+CALL_STORE_PATH = ROUTE.lstrip("/")
 
 
 class StoreHttpClient:
@@ -73,18 +67,34 @@ class StoreHttpClient:
 
 @dataclass
 class ServerProcess:
-    """A running ``bridge-store serve`` subprocess."""
+    """A running ``bridge-store serve`` subprocess, with a CallStore client for it."""
 
-    process: subprocess.Popen[str]
-    url: str
-    token: str
-    ready: dict[str, Any]
-    stderr_lines: list[str] = field(default_factory=list)
-    drain: threading.Thread | None = None
+    sidecar: Sidecar
     client: StoreHttpClient = field(init=False)
 
     def __post_init__(self) -> None:
         self.client = StoreHttpClient(self.url, self.token)
+
+    @property
+    def process(self) -> subprocess.Popen[str]:
+        return self.sidecar.process
+
+    @property
+    def url(self) -> str:
+        return self.sidecar.url
+
+    @property
+    def token(self) -> str:
+        return self.sidecar.auth_token
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        return self.sidecar.ready
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        """What the server wrote to stderr (its last lines, if it wrote very many)."""
+        return self.sidecar.stderr_tail()
 
     def call(self, substore: str, method: str, data: Any) -> Any:
         """One JSON CallStore call; returns the output or raises ConnectError."""
@@ -99,87 +109,24 @@ class ServerProcess:
         return StoreHttpClient(self.url, self.token)
 
     def stop(self) -> int:
-        """SIGTERM and wait; returns the exit code."""
+        """SIGTERM (then SIGKILL, see bridge_store.client) and wait; the exit code."""
         self.client.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(
-                "bridge-store serve did not stop on SIGTERM:\n" + "".join(self.stderr_lines)
-            ) from None
-        finally:
-            if self.drain is not None:
-                self.drain.join(STOP_TIMEOUT_SECONDS)
-            if self.process.stderr is not None:
-                self.process.stderr.close()
+        return self.sidecar.close()
 
 
 def start_server(
-    *args: str,
-    env: Mapping[str, str] | None = None,
-    token: str | None = None,
-    cwd: str | None = None,
+    *args: str, env: Mapping[str, str] | None = None, token: str | None = None
 ) -> ServerProcess:
     """Start ``bridge-store serve --port 0 *args`` and wait for its ready line."""
-    token = token or secrets.token_urlsafe(24)
-    process_env = {**os.environ, **(env or {}), "BRIDGE_STORE_AUTH_TOKEN": token}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bridge_store", "serve", "--port", "0", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=process_env,
-        cwd=cwd,
-    )
-    lines: list[str] = []
-    ready_seen = threading.Event()
-
-    def drain() -> None:
-        # Keep reading for the whole life of the process so a chatty server never
-        # blocks on a full pipe.
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line)
-            if line.startswith(READY_PREFIX):
-                ready_seen.set()
-        ready_seen.set()
-
-    drainer = threading.Thread(target=drain, daemon=True)
-    drainer.start()
-    ready_seen.wait(START_TIMEOUT_SECONDS)
-    ready_line = next((line for line in lines if line.startswith(READY_PREFIX)), None)
-    if ready_line is None:
-        process.kill()
-        process.wait()
-        drainer.join(STOP_TIMEOUT_SECONDS)
-        assert process.stderr is not None
-        process.stderr.close()
-        raise AssertionError("bridge-store serve did not become ready:\n" + "".join(lines))
-    ready = json.loads(ready_line[len(READY_PREFIX) :])
-    return ServerProcess(
-        process=process,
-        url=ready["url"],
-        token=token,
-        ready=ready,
-        stderr_lines=lines,
-        drain=drainer,
-    )
+    return ServerProcess(start_serve(["--port", "0", *args], auth_token=token, env=env))
 
 
 @contextmanager
 def serve(
-    *args: str,
-    env: Mapping[str, str] | None = None,
-    token: str | None = None,
-    cwd: str | None = None,
+    *args: str, env: Mapping[str, str] | None = None, token: str | None = None
 ) -> Iterator[ServerProcess]:
     """``start_server`` as a context manager that stops the server on exit."""
-    server = start_server(*args, env=env, token=token, cwd=cwd)
+    server = start_server(*args, env=env, token=token)
     try:
         yield server
     finally:
