@@ -16,7 +16,7 @@ from types import FrameType
 import uvicorn
 
 from .client import bridge_main
-from .config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from .config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from .errors import ConfigurationError
 from .plugins import get_plugin_manager
 from .routing import Routes, resolve
@@ -195,7 +195,7 @@ class _AnnouncingServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
-            print(f"bridge-store ready {json.dumps(self._ready)}", file=sys.stderr, flush=True)
+            print(READY_PREFIX + json.dumps(self._ready), file=sys.stderr, flush=True)
 
 
 def serve(args: argparse.Namespace) -> int:

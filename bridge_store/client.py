@@ -34,6 +34,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
+from .config import READY_PREFIX
 from .errors import ConfigurationError
 from .tokens import TOKEN_ENV
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install 'bridge-store[client]'"
 BRIDGE_READY_PREFIX = "cursor-sdk-bridge ready "
-SIDECAR_READY_PREFIX = "bridge-store ready "
 #: The store config the bridge and every agent's ``local.store`` must carry.
 LOCAL_STORE: Mapping[str, str] = {"type": "custom"}
 #: Starting the bridge loads a Node runtime; on a busy two-core machine that takes seconds.
@@ -299,7 +299,7 @@ def start_serve(
     child_env = {**os.environ, **(env or {}), TOKEN_ENV: token}
     argv = [sys.executable, "-m", "bridge_store", "serve", *args]
     process, pump, ready = _start(
-        argv, child_env, SIDECAR_READY_PREFIX, echo, timeout, "bridge-store serve"
+        argv, child_env, READY_PREFIX, echo, timeout, "bridge-store serve"
     )
     return Sidecar(
         process=process, url=str(ready["url"]), auth_token=token, ready=ready, _pump=pump

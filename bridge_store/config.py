@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from .routing import Routes
 
+#: ``serve`` prints this, then a JSON object, on stderr once it is listening.
+READY_PREFIX = "bridge-store ready "
+
 #: Checkpoint blobs ride base64-encoded inside requests, so the default leaves room
 #: for blobs of about 95 MiB. The limit applies to the decompressed body as well.
 DEFAULT_MAX_REQUEST_BYTES = 128 * 1024 * 1024

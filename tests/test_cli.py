@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from bridge_store.cli import build_parser
-from bridge_store.client import SIDECAR_READY_PREFIX as READY_PREFIX
+from bridge_store.config import READY_PREFIX
 from bridge_store.urls import redact
 
 from .support.server import CALL_STORE_PATH, serve, start_server
