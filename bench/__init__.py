@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m bench COMMAND [options]`` (see ``python -m bench --help``)."""
