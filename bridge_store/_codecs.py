@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 
@@ -43,6 +44,8 @@ class CallStoreCall:
 
 class Codec(Protocol):
     name: str
+    #: The ``Content-Type`` of responses in this codec.
+    media_type: str
 
     def decode(self, body: bytes | bytearray) -> CallStoreCall: ...
 
@@ -86,19 +89,24 @@ _encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",",
 
 
 class JsonCodec:
+    """JSON through orjson, with the standard library as the exact fallback.
+
+    orjson parses and prints about four times faster, which matters on a path taken
+    for every streamed agent message. What it refuses (lone surrogates, NaN, numbers
+    that overflow a double, integers beyond 64 bits on the way out) goes through the
+    standard library, whose answer is the reference: the same documents are accepted
+    and the same errors given. One difference remains: orjson reads an integer literal
+    beyond 64 bits as a double, the value a JavaScript client meant by it.
+    """
+
     name = "json"
+    media_type = "application/json"
 
     def decode(self, body: bytes | bytearray) -> CallStoreCall:
         try:
-            message = _decoder.decode(body.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise invalid_argument("request body is not valid UTF-8") from None
-        except json.JSONDecodeError as error:
-            raise invalid_argument(f"request body is not valid JSON: {error}") from None
-        except (RecursionError, ValueError):
-            # RecursionError: absurd nesting; ValueError: integers over Python's
-            # digit limit for int().
-            raise invalid_argument("request body is not acceptable JSON") from None
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            message = self._decode_exactly(body)
         if not isinstance(message, dict):
             raise invalid_argument("request body must be a JSON object")
         data = message.get("input")
@@ -107,9 +115,26 @@ class JsonCodec:
         # in Connect servers, so newer clients can add fields.
         return CallStoreCall(message.get("substore", ""), message.get("method", ""), data)
 
+    @staticmethod
+    def _decode_exactly(body: bytes | bytearray) -> Any:
+        try:
+            return _decoder.decode(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise invalid_argument("request body is not valid UTF-8") from None
+        except json.JSONDecodeError as error:
+            raise invalid_argument(f"request body is not valid JSON: {error}") from None
+        except (RecursionError, ValueError):
+            # RecursionError: absurd nesting; ValueError: integers over Python's
+            # digit limit for int().
+            raise invalid_argument("request body is not acceptable JSON") from None
+
     def encode(self, output: Document | None) -> bytes:
         message = {} if output is None else {"output": output}
-        return _encoder.encode(message).encode("utf-8")
+        try:
+            return orjson.dumps(message)
+        except TypeError:
+            # Lone surrogates (escaped by ensure_ascii) or integers beyond 64 bits.
+            return _encoder.encode(message).encode("utf-8")
 
 
 def from_value(value: struct_pb2.Value) -> Any:
@@ -154,6 +179,7 @@ def _well_formed(value: Any) -> Any:
 
 class ProtoCodec:
     name = "proto"
+    media_type = "application/proto"
 
     def decode(self, body: bytes | bytearray) -> CallStoreCall:
         try:

@@ -17,13 +17,10 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from starlette.datastructures import Headers
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ._codecs import CODECS, CallStoreCall, Codec
 from ._compression import compress, gunzip, should_compress, too_large
@@ -41,18 +38,68 @@ _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
 #: What serves a decoded call: (substore, method, input) -> output, or None for null.
 CallHandler = Callable[[Any, Any, Any], Awaitable[Document | None]]
 
+#: The request headers this endpoint reads; the rest are never decoded.
+_WANTED_HEADERS = frozenset(
+    {
+        b"authorization",
+        b"content-type",
+        b"content-encoding",
+        b"content-length",
+        b"connect-protocol-version",
+        b"connect-timeout-ms",
+        b"accept-encoding",
+    }
+)
+
 logger = logging.getLogger(__name__)
 
 
-def error_response(error: ConnectError, headers: dict[str, str] | None = None) -> Response:
+class ClientDisconnected(Exception):
+    """The client went away before its request body arrived: nobody is left to answer."""
+
+
+class Reply:
+    """A complete unary HTTP response: status, headers and body, sent in one go."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.headers = [
+            (b"content-type", content_type.encode("latin-1")),
+            (b"content-length", str(len(body)).encode("latin-1")),
+        ]
+        for name, value in (headers or {}).items():
+            self.headers.append((name.encode("latin-1"), value.encode("latin-1")))
+
+    async def send(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+def error_response(error: ConnectError, headers: dict[str, str] | None = None) -> Reply:
     """A Connect unary error: JSON ``{"code", "message"}`` with the code's HTTP status.
 
     Errors are JSON whatever codec the request used, as the protocol specifies.
     """
-    body = json.dumps({"code": error.code.value, "message": error.message})
-    return Response(
-        body, status_code=error.code.http_status, media_type="application/json", headers=headers
-    )
+    body = json.dumps({"code": error.code.value, "message": error.message}).encode("utf-8")
+    return Reply(error.code.http_status, body, "application/json", headers)
+
+
+def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
+    """The headers this endpoint reads, by lower-case name, decoded as latin-1.
+
+    ASGI servers lower-case header names. A repeated header keeps its first value, as
+    Starlette's ``Headers.get`` does.
+    """
+    headers: dict[bytes, str] = {}
+    for name, value in raw:
+        if name in _WANTED_HEADERS and name not in headers:
+            headers[name] = value.decode("latin-1")
+    return headers
 
 
 def codec_for(content_type: str) -> Codec | None:
@@ -95,25 +142,33 @@ def request_encoding(content_encoding: str | None) -> str:
     return (content_encoding or "identity").strip().lower()
 
 
-async def read_body(request: Request, limit: int) -> bytearray:
+async def read_body(receive: Receive, declared_length: str | None, limit: int) -> bytearray:
     """The whole request body, refusing (without reading further) past ``limit`` bytes.
 
     A declared ``Content-Length`` over the limit is refused before reading anything;
     chunked bodies are counted as they arrive, so memory never exceeds the limit.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
         raise too_large(limit)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        body += message.get("body", b"")
         if len(body) > limit:
             raise too_large(limit)
-    return body  # not copied to bytes: a checkpoint body can be 100 MiB
+        if not message.get("more_body", False):
+            return body  # not copied to bytes: a checkpoint body can be 100 MiB
 
 
 class CallStoreEndpoint:
-    """The ASGI app answering ``POST /sdk.v1.SdkStoreCallbackService/CallStore``."""
+    """The ASGI app answering ``POST /sdk.v1.SdkStoreCallbackService/CallStore``.
+
+    Plain ASGI rather than a Starlette endpoint: every streamed agent message is one
+    call, and Starlette's Request, Headers and Response objects cost about a third of
+    the per-call CPU on the hot path (bench/, docs/connect.md).
+    """
 
     def __init__(self, handler: CallHandler, *, auth_token: str, max_request_bytes: int) -> None:
         self._handler = handler
@@ -121,28 +176,27 @@ class CallStoreEndpoint:
         self._limit = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
         try:
-            response = await self._respond(request)
-        except ClientDisconnect:
+            reply = await self._respond(request_headers(scope["headers"]), receive)
+        except ClientDisconnected:
             return  # nobody is left to answer
         except Exception:
-            # A bug in this layer: still a Connect error, never Starlette's text/plain 500.
+            # A bug in this layer: still a Connect error, never a text/plain 500.
             logger.exception("CallStore request handling failed")
-            response = error_response(ConnectError(Code.INTERNAL, "internal error"))
-        await response(scope, receive, send)
+            reply = error_response(ConnectError(Code.INTERNAL, "internal error"))
+        await reply.send(send)
 
-    async def _respond(self, request: Request) -> Response:
-        headers = request.headers
-        if not self._authenticated(headers.get("authorization")):
+    async def _respond(self, headers: dict[bytes, str], receive: Receive) -> Reply:
+        if not self._authenticated(headers.get(b"authorization")):
             return error_response(
                 ConnectError(Code.UNAUTHENTICATED, "missing or invalid bearer token"),
                 {"www-authenticate": "Bearer"},
             )
-        codec = codec_for(headers.get("content-type", ""))
+        content_type = headers.get(b"content-type", "")
+        codec = codec_for(content_type)
         if codec is None:
-            return _unsupported_media_type(headers)
-        encoding = request_encoding(headers.get("content-encoding"))
+            return _unsupported_media_type(content_type)
+        encoding = request_encoding(headers.get(b"content-encoding"))
         if encoding not in ("identity", "gzip"):
             # The protocol asks for unimplemented, naming what is supported.
             return error_response(
@@ -150,20 +204,37 @@ class CallStoreEndpoint:
                 {"accept-encoding": SUPPORTED_ENCODINGS},
             )
         try:
-            check_protocol_version(headers.get("connect-protocol-version"))
-            timeout = timeout_seconds(headers.get("connect-timeout-ms"))
-            try:
-                async with asyncio.timeout(timeout) as deadline:
-                    # No name keeps the raw body alive while the store works.
-                    call = codec.decode(await self._read(request, gzipped=encoding == "gzip"))
-                    output = await self._call(call)
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
-                raise ConnectError(Code.DEADLINE_EXCEEDED, "Connect-Timeout-Ms elapsed") from None
-            return await self._encode(codec, output, headers)
+            check_protocol_version(headers.get(b"connect-protocol-version"))
+            timeout = timeout_seconds(headers.get(b"connect-timeout-ms"))
+            if timeout is None:
+                output = await self._read_and_call(codec, headers, receive, encoding)
+            else:
+                try:
+                    async with asyncio.timeout(timeout) as deadline:
+                        output = await self._read_and_call(codec, headers, receive, encoding)
+                except TimeoutError:
+                    if not deadline.expired():
+                        raise
+                    raise ConnectError(
+                        Code.DEADLINE_EXCEEDED, "Connect-Timeout-Ms elapsed"
+                    ) from None
+            return await self._encode(codec, output, headers.get(b"accept-encoding", ""))
         except ConnectError as error:
             return error_response(error)
+
+    async def _read_and_call(
+        self, codec: Codec, headers: dict[bytes, str], receive: Receive, encoding: str
+    ) -> Document | None:
+        body: bytes | bytearray = await read_body(
+            receive, headers.get(b"content-length"), self._limit
+        )
+        if encoding == "gzip" and body:
+            # An empty body is an empty message whatever the encoding, as in connect-go.
+            body = gunzip(body, self._limit)
+        call = codec.decode(body)
+        # Not kept while the store works: a checkpoint body can be 100 MiB.
+        del body
+        return await self._call(call)
 
     def _authenticated(self, header: str | None) -> bool:
         scheme, _, token = (header or "").partition(" ")
@@ -172,11 +243,6 @@ class CallStoreEndpoint:
         return scheme.lower() == "bearer" and hmac.compare_digest(
             token.strip().encode("latin-1"), self._token
         )
-
-    async def _read(self, request: Request, *, gzipped: bool) -> bytes | bytearray:
-        body = await read_body(request, self._limit)
-        # An empty body is an empty message whatever the encoding, as in connect-go.
-        return gunzip(body, self._limit) if gzipped and body else body
 
     async def _call(self, call: CallStoreCall) -> Document | None:
         try:
@@ -189,26 +255,29 @@ class CallStoreEndpoint:
             logger.exception("CallStore %.40s.%.40s failed", call.substore, call.method)
             raise ConnectError(Code.INTERNAL, "internal error") from None
 
-    async def _encode(self, codec: Codec, output: Document | None, headers: Headers) -> Response:
+    async def _encode(self, codec: Codec, output: Document | None, accept_encoding: str) -> Reply:
         try:
             body = codec.encode(output)
         except Exception:
             logger.exception("CallStore output could not be encoded as %s", codec.name)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
-        response_headers = {}
-        if should_compress(len(body), headers.get("accept-encoding", "")):
-            body = await compress(body)
-            response_headers["content-encoding"] = "gzip"
-        return Response(body, media_type=f"application/{codec.name}", headers=response_headers)
+        if should_compress(len(body), accept_encoding):
+            return Reply(
+                200,
+                await compress(body),
+                codec.media_type,
+                {"content-encoding": "gzip"},
+            )
+        return Reply(200, body, codec.media_type)
 
 
-def _unsupported_media_type(headers: Headers) -> Response:
+def _unsupported_media_type(content_type: str) -> Reply:
     # The protocol answers an unknown codec with HTTP 415 and Accept-Post rather than a
     # Connect error (connect-go sends no body); the text is for people trying curl.
-    content_type = headers.get("content-type", "")[:80]
-    return Response(
-        f"unsupported Content-Type {content_type!r}; use {ACCEPT_POST}\n",
-        status_code=415,
-        media_type="text/plain",
-        headers={"accept-post": ACCEPT_POST},
+    body = f"unsupported Content-Type {content_type[:80]!r}; use {ACCEPT_POST}\n"
+    return Reply(
+        415,
+        body.encode("utf-8"),
+        "text/plain; charset=utf-8",
+        {"accept-post": ACCEPT_POST},
     )

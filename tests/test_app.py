@@ -141,7 +141,7 @@ async def test_failed_start_closes_what_started_and_fails_startup() -> None:
     )
     app = create_app(config(routes), plugin_manager=get_plugin_manager(plugins=[plugin]))
     with pytest.raises(RuntimeError, match="cannot reach rec://broken"):
-        async with app.router.lifespan_context(app):
+        async with app.starlette.router.lifespan_context(app.starlette):
             pytest.fail("the app must not start")
     assert plugin.journal == [
         "start rec://ok migrate=True",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 from bridge_store.contract import agent_position, run_position, stored_event
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import AgentPosition, BlobRef, RunPosition
-from bridge_store.types import Document
+from bridge_store.types import Document, copy_json
 
 
 def _agent_order(position: AgentPosition) -> tuple[int, str]:
@@ -21,18 +20,18 @@ class MemoryAgents:
 
     async def get(self, agent_id: str) -> Document | None:
         row = self._rows.get(agent_id)
-        return copy.deepcopy(row) if row is not None else None
+        return copy_json(row) if row is not None else None
 
     async def create(self, agent: Document) -> Document:
         if agent["agentId"] in self._rows:
             raise already_exists(f"agent {agent['agentId']} already exists")
-        self._rows[agent["agentId"]] = copy.deepcopy(agent)
+        self._rows[agent["agentId"]] = copy_json(agent)
         return agent
 
     async def update(self, agent: Document) -> Document:
         if agent["agentId"] not in self._rows:
             raise not_found(f"agent {agent['agentId']} not found")
-        self._rows[agent["agentId"]] = copy.deepcopy(agent)
+        self._rows[agent["agentId"]] = copy_json(agent)
         return agent
 
     async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
@@ -47,7 +46,7 @@ class MemoryAgents:
         if after is not None:
             rows = [row for row in rows if _agent_order(agent_position(row)) < _agent_order(after)]
         rows.sort(key=lambda row: _agent_order(agent_position(row)), reverse=True)
-        return copy.deepcopy(rows[:limit])
+        return copy_json(rows[:limit])
 
 
 def _run_order(position: RunPosition) -> tuple[int, str, str]:
@@ -60,20 +59,20 @@ class MemoryRuns:
 
     async def get(self, agent_id: str, run_id: str) -> Document | None:
         row = self._rows.get((agent_id, run_id))
-        return copy.deepcopy(row) if row is not None else None
+        return copy_json(row) if row is not None else None
 
     async def create(self, run: Document) -> Document:
         key = (run["agentId"], run["runId"])
         if key in self._rows:
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
-        self._rows[key] = copy.deepcopy(run)
+        self._rows[key] = copy_json(run)
         return run
 
     async def update(self, run: Document) -> Document:
         key = (run["agentId"], run["runId"])
         if key not in self._rows:
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
-        self._rows[key] = copy.deepcopy(run)
+        self._rows[key] = copy_json(run)
         return run
 
     async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
@@ -99,7 +98,7 @@ class MemoryRuns:
             and (after is None or _run_order(run_position(row)) > _run_order(after))
         ]
         rows.sort(key=lambda row: _run_order(run_position(row)))
-        return copy.deepcopy(rows[:limit])
+        return copy_json(rows[:limit])
 
 
 class MemoryRunEvents:
@@ -110,18 +109,18 @@ class MemoryRunEvents:
     async def append(self, event: Document) -> Document:
         run_id, key = event["runId"], event["idempotencyKey"]
         if key is not None and (run_id, key) in self._by_key:
-            return copy.deepcopy(self._by_key[(run_id, key)])
+            return copy_json(self._by_key[(run_id, key)])
         log = self._logs.setdefault(run_id, [])
-        stored = stored_event(copy.deepcopy(event), len(log) + 1)
+        stored = stored_event(copy_json(event), len(log) + 1)
         log.append(stored)
         if key is not None:
             self._by_key[(run_id, key)] = stored
-        return copy.deepcopy(stored)
+        return copy_json(stored)
 
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         # seq n sits at index n - 1, so the slice starts right after after_seq.
         log = self._logs.get(run_id, [])
-        return copy.deepcopy(log[after_seq : after_seq + limit])
+        return copy_json(log[after_seq : after_seq + limit])
 
     async def delete(self, run_ids: Sequence[str] | None) -> None:
         doomed = set(self._logs) if run_ids is None else set(run_ids)
