@@ -1,7 +1,7 @@
 """runEvents.append on the SQL backend: throughput, latency and database round trips.
 
 Drives the backend directly (no HTTP), so the numbers are the storage layer's own
-(CPU is this process's: the Python side, aiosqlite's thread included, not the Postgres
+(CPU is this process's: the Python side, SQLite's worker threads included, not the Postgres
 server's):
 ``appends`` events to ``--runs`` runs from ``--concurrency`` concurrent tasks, first
 without idempotency keys, then with a fresh key each. On Postgres it also counts the

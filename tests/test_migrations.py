@@ -66,9 +66,10 @@ async def upgrade_and_compare(url: str) -> None:
         # A second upgrade at head changes nothing.
         await backend.upgrade_schema()
         assert await backend.schema_revision() == head_revision()
-        async with backend.db.engine.connect() as conn:
-            assert await conn.run_sync(schema_differences) == []
-            tables = await conn.run_sync(lambda sync: set(sa.inspect(sync).get_table_names()))
+        assert await backend.db.read(schema_differences, what="test") == []
+        tables = await backend.db.read(
+            lambda conn: set(sa.inspect(conn).get_table_names()), what="test"
+        )
         assert tables == EXPECTED_TABLES
     finally:
         await backend.close()

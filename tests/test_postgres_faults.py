@@ -199,9 +199,9 @@ async def test_exhausted_pool_is_unavailable_not_a_hang(
     blocker_ready = asyncio.Event()
 
     async def occupy() -> None:
-        async def work(conn: Any) -> None:
+        def work(conn: Any) -> None:
             blocker_ready.set()
-            await conn.exec_driver_sql("SELECT pg_sleep(3)")
+            conn.exec_driver_sql("SELECT pg_sleep(3)")
 
         await backend.db.read(work, what="test")
 

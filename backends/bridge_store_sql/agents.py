@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import AgentPosition
@@ -57,15 +56,15 @@ class SqlAgents:
         self._db = db
 
     async def get(self, agent_id: str) -> Document | None:
-        async def work(conn: AsyncConnection) -> str | None:
-            return await conn.scalar(sa.select(t.c.doc).where(t.c.agent_id == agent_id))
+        def work(conn: sa.Connection) -> str | None:
+            return conn.scalar(sa.select(t.c.doc).where(t.c.agent_id == agent_id))
 
         text = await self._db.read(work, what="agents.get")
         return documents.load(text) if text is not None else None
 
     async def create(self, agent: Document) -> Document:
-        async def work(conn: AsyncConnection) -> bool:
-            return await insert_if_absent(conn, t, _row(agent))
+        def work(conn: sa.Connection) -> bool:
+            return insert_if_absent(conn, t, _row(agent))
 
         if not await self._db.write(work, what="agents.create", atomic=False, retry=False):
             raise already_exists(f"agent {agent['agentId']} already exists")
@@ -75,16 +74,16 @@ class SqlAgents:
         row = _row(agent)
         statement = sa.update(t).where(t.c.agent_id == row.pop("agent_id")).values(**row)
 
-        async def work(conn: AsyncConnection) -> int:
-            return (await conn.execute(statement)).rowcount
+        def work(conn: sa.Connection) -> int:
+            return (conn.execute(statement)).rowcount
 
         if not await self._db.write(work, what="agents.update", atomic=False, retry=True):
             raise not_found(f"agent {agent['agentId']} not found")
         return agent
 
     async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(sa.delete(t).where(*_matching(agent_ids, cwd)))
+        def work(conn: sa.Connection) -> None:
+            conn.execute(sa.delete(t).where(*_matching(agent_ids, cwd)))
 
         await self._db.write(work, what="agents.delete", atomic=False, retry=True)
 
@@ -93,7 +92,7 @@ class SqlAgents:
     ) -> list[Document]:
         query = list_query(cwd=cwd, after=after, limit=limit)
 
-        async def work(conn: AsyncConnection) -> list[str]:
-            return list(await conn.scalars(query))
+        def work(conn: sa.Connection) -> list[str]:
+            return list(conn.scalars(query))
 
         return [documents.load(text) for text in await self._db.read(work, what="agents.list")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import sqlalchemy.exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.errors import ConfigurationError, ConnectError
 
@@ -67,13 +66,7 @@ class SqlBackend:
         await self.db.close()
 
     async def upgrade_schema(self) -> None:
-        async def work(conn: AsyncConnection) -> None:
-            await conn.run_sync(migrate_module.upgrade)
-
-        await self.db.migrate(work, what="schema upgrade")
+        await self.db.migrate(migrate_module.upgrade, what="schema upgrade")
 
     async def schema_revision(self) -> str | None:
-        async def work(conn: AsyncConnection) -> str | None:
-            return await conn.run_sync(migrate_module.current_revision)
-
-        return await self.db.read(work, what="schema revision")
+        return await self.db.read(migrate_module.current_revision, what="schema revision")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
@@ -56,16 +55,16 @@ class SqlCheckpoints:
     async def get(self, agent_id: str, blob_id: str) -> bytes | None:
         query = sa.select(t.c.data).where(t.c.agent_id == agent_id, t.c.blob_id == blob_id)
 
-        async def work(conn: AsyncConnection) -> bytes | None:
-            return await conn.scalar(query)
+        def work(conn: sa.Connection) -> bytes | None:
+            return conn.scalar(query)
 
         return await self._db.read(work, what="checkpoints.get")
 
     async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
         row = {"agent_id": agent_id, "blob_id": blob_id, "data": data}
 
-        async def work(conn: AsyncConnection) -> bool:
-            return await insert_if_absent(conn, t, row)
+        def work(conn: sa.Connection) -> bool:
+            return insert_if_absent(conn, t, row)
 
         if not await self._db.write(work, what="checkpoints.create", atomic=False, retry=False):
             raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
@@ -75,8 +74,8 @@ class SqlCheckpoints:
             sa.update(t).where(t.c.agent_id == agent_id, t.c.blob_id == blob_id).values(data=data)
         )
 
-        async def work(conn: AsyncConnection) -> int:
-            return (await conn.execute(statement)).rowcount
+        def work(conn: sa.Connection) -> int:
+            return (conn.execute(statement)).rowcount
 
         if not await self._db.write(work, what="checkpoints.update", atomic=False, retry=True):
             raise not_found(f"checkpoint blob {blob_id} of agent {agent_id} not found")
@@ -84,8 +83,8 @@ class SqlCheckpoints:
     async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
         statement = sa.delete(t).where(*_matching(agent_ids, blob_ids))
 
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(statement)
+        def work(conn: sa.Connection) -> None:
+            conn.execute(statement)
 
         await self._db.write(work, what="checkpoints.delete", atomic=False, retry=True)
 
@@ -99,8 +98,8 @@ class SqlCheckpoints:
     ) -> list[BlobRef]:
         query = list_query(agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit)
 
-        async def work(conn: AsyncConnection) -> list[BlobRef]:
-            rows = await conn.execute(query)
+        def work(conn: sa.Connection) -> list[BlobRef]:
+            rows = conn.execute(query)
             return [BlobRef(blob_id=row.blob_id, agent_id=row.agent_id) for row in rows]
 
         return await self._db.read(work, what="checkpoints.list")

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
+from bridge_store import jsontext
 from bridge_store.types import Document
 
 
 def dump(document: Document) -> str:
-    # ASCII escapes keep every string storable (a lone surrogate cannot be UTF-8
-    # encoded, a raw NUL cannot live in a Postgres text column); json escapes both.
-    return json.dumps(document, separators=(",", ":"))
+    # Storable whatever the strings hold: a raw NUL (which a Postgres text column
+    # refuses) is escaped as JSON requires, and a lone surrogate (which has no UTF-8
+    # form) makes jsontext fall back to ASCII escapes.
+    return jsontext.dumps_text(document)
 
 
 def load(text: str) -> Document:
-    document: Document = json.loads(text)
+    document: Document = jsontext.loads(text)
     return document

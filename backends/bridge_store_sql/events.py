@@ -19,7 +19,6 @@ from typing import Any
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.contract import stored_event
 from bridge_store.types import Document
@@ -85,19 +84,19 @@ def list_query(run_id: str, *, after_seq: int, limit: int) -> sa.Select[tuple[in
 Appended = tuple[int, str | None]
 
 
-async def _append_postgres(conn: AsyncConnection, event: Document, doc: str) -> Appended:
+def _append_postgres(conn: sa.Connection, event: Document, doc: str) -> Appended:
     key = event["idempotencyKey"]
     params: dict[str, Any] = {"run_id": event["runId"], "doc": doc}
     if key is None:
-        return (await conn.execute(_APPEND, params)).scalar_one(), None
-    row = (await conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
+        return (conn.execute(_APPEND, params)).scalar_one(), None
+    row = (conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
     return row.seq, row.doc
 
 
 # SQLite: writers are serialized (one BEGIN IMMEDIATE at a time, across processes too),
 # so the next seq is simply one past the run's last, read off the primary key by the
 # statement that inserts the event: one statement instead of a counter bump and an
-# insert, which matters because every statement is a hop to aiosqlite's thread.
+# insert.
 _APPEND_SQLITE = sa.text(
     """
     INSERT INTO run_events (run_id, seq, idempotency_key, doc)
@@ -111,13 +110,13 @@ _APPEND_SQLITE = sa.text(
 ).columns(seq=sa.BigInteger())
 
 
-async def _append_sqlite(conn: AsyncConnection, event: Document, doc: str) -> Appended:
+def _append_sqlite(conn: sa.Connection, event: Document, doc: str) -> Appended:
     run_id, key = event["runId"], event["idempotencyKey"]
     params = {"run_id": run_id, "key": key, "doc": doc}
-    seq = (await conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
+    seq = (conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
     if seq is not None:
         return seq, None
-    existing = (await conn.execute(_by_key(run_id, key))).one()
+    existing = (conn.execute(_by_key(run_id, key))).one()
     return existing.seq, existing.doc
 
 
@@ -130,8 +129,8 @@ class SqlRunEvents:
         run_id, key = event["runId"], event["idempotencyKey"]
         append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
 
-        async def work(conn: AsyncConnection) -> Appended:
-            return await append(conn, event, doc)
+        def work(conn: sa.Connection) -> Appended:
+            return append(conn, event, doc)
 
         try:
             seq, stored = await self._db.write(
@@ -144,8 +143,8 @@ class SqlRunEvents:
             if key is None or self._db.dialect != "postgresql":
                 raise
 
-            async def winner(conn: AsyncConnection) -> tuple[int, str] | None:
-                row = (await conn.execute(_by_key(run_id, key))).one_or_none()
+            def winner(conn: sa.Connection) -> tuple[int, str] | None:
+                row = (conn.execute(_by_key(run_id, key))).one_or_none()
                 return (row.seq, row.doc) if row is not None else None
 
             found = await self._db.read(winner, what="runEvents.append")
@@ -158,17 +157,17 @@ class SqlRunEvents:
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         query = list_query(run_id, after_seq=after_seq, limit=limit)
 
-        async def work(conn: AsyncConnection) -> list[tuple[int, str]]:
-            return [(row.seq, row.doc) for row in await conn.execute(query)]
+        def work(conn: sa.Connection) -> list[tuple[int, str]]:
+            return [(row.seq, row.doc) for row in conn.execute(query)]
 
         rows = await self._db.read(work, what="runEvents.list")
         return [stored_event(documents.load(doc), seq) for seq, doc in rows]
 
     async def delete(self, run_ids: Sequence[str] | None) -> None:
-        async def work(conn: AsyncConnection) -> None:
+        def work(conn: sa.Connection) -> None:
             if self._db.dialect == "sqlite":
                 # No counters on SQLite: a run's next seq is read off its events.
-                await conn.execute(sa.delete(t).where(*_runs(t, run_ids)))
+                conn.execute(sa.delete(t).where(*_runs(t, run_ids)))
                 return
             # Deleting the counters first locks those runs: appends to them wait for our
             # commit. The events are then deleted in a fresh snapshot (READ COMMITTED)
@@ -176,14 +175,14 @@ class SqlRunEvents:
             # whose counter we hold, so an append that starts meanwhile to a run we
             # did not lock keeps both its event and its counter.
             locked = list(
-                await conn.scalars(
+                conn.scalars(
                     sa.delete(counters)
                     .where(*_runs(counters, run_ids))
                     .returning(counters.c.run_id)
                 )
             )
             if locked:
-                await conn.execute(
+                conn.execute(
                     sa.delete(t).where(
                         t.c.run_id == sa.any_(sa.literal(locked, postgresql.ARRAY(sa.Text())))
                     )

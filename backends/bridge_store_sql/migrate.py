@@ -44,7 +44,7 @@ def head_revision() -> str:
 
 
 def upgrade(connection: Connection) -> None:
-    """Upgrade to head over ``connection`` (sync; call through ``run_sync``)."""
+    """Upgrade to head over ``connection`` (a Database.migrate work function)."""
     with _config(connection) as config:
         command.upgrade(config, "head")
 

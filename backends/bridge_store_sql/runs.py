@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import RunPosition
@@ -69,15 +68,15 @@ class SqlRuns:
     async def get(self, agent_id: str, run_id: str) -> Document | None:
         query = sa.select(t.c.doc).where(t.c.agent_id == agent_id, t.c.run_id == run_id)
 
-        async def work(conn: AsyncConnection) -> str | None:
-            return await conn.scalar(query)
+        def work(conn: sa.Connection) -> str | None:
+            return conn.scalar(query)
 
         text = await self._db.read(work, what="runs.get")
         return documents.load(text) if text is not None else None
 
     async def create(self, run: Document) -> Document:
-        async def work(conn: AsyncConnection) -> bool:
-            return await insert_if_absent(conn, t, _row(run))
+        def work(conn: sa.Connection) -> bool:
+            return insert_if_absent(conn, t, _row(run))
 
         if not await self._db.write(work, what="runs.create", atomic=False, retry=False):
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
@@ -91,8 +90,8 @@ class SqlRuns:
             .values(**row)
         )
 
-        async def work(conn: AsyncConnection) -> int:
-            return (await conn.execute(statement)).rowcount
+        def work(conn: sa.Connection) -> int:
+            return (conn.execute(statement)).rowcount
 
         if not await self._db.write(work, what="runs.update", atomic=False, retry=True):
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
@@ -101,8 +100,8 @@ class SqlRuns:
     async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
         statement = sa.delete(t).where(*_matching(agent_ids, run_ids))
 
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(statement)
+        def work(conn: sa.Connection) -> None:
+            conn.execute(statement)
 
         await self._db.write(work, what="runs.delete", atomic=False, retry=True)
 
@@ -116,7 +115,7 @@ class SqlRuns:
     ) -> list[Document]:
         query = list_query(agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit)
 
-        async def work(conn: AsyncConnection) -> list[str]:
-            return list(await conn.scalars(query))
+        def work(conn: sa.Connection) -> list[str]:
+            return list(conn.scalars(query))
 
         return [documents.load(text) for text in await self._db.read(work, what="runs.list")]

@@ -1,0 +1,124 @@
+"""The SQLite worker threads: batches, group commit, and failures kept per job."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bridge_store_sql.sqlite_threads import (
+    BatchingThreads,
+    ClosedError,
+    Job,
+    run_reads,
+    run_writes,
+)
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> sa.Engine:
+    engine = sa.create_engine(
+        f"sqlite+pysqlite:///{tmp_path / 'threads.db'}",
+        connect_args={"check_same_thread": False},
+    )
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (k TEXT PRIMARY KEY)")
+    return engine
+
+
+def insert(key: str, conn: sa.Connection) -> str:
+    conn.execute(sa.text("INSERT INTO t (k) VALUES (:k)"), {"k": key})
+    return key
+
+
+def keys(engine: sa.Engine) -> list[str]:
+    with engine.connect() as conn:
+        return list(conn.scalars(sa.text("SELECT k FROM t ORDER BY k")))
+
+
+def batch_of(*works: functools.partial[str]) -> list[Job[str]]:
+    loop = asyncio.new_event_loop()
+    try:
+        return [Job(work, loop.create_future()) for work in works]
+    finally:
+        loop.close()
+
+
+def test_a_batch_commits_together(engine: sa.Engine) -> None:
+    batch = batch_of(*(functools.partial(insert, key) for key in "abc"))
+    run_writes(engine, batch)
+    assert [(job.failed, job.outcome) for job in batch] == [
+        (False, "a"),
+        (False, "b"),
+        (False, "c"),
+    ]
+    assert keys(engine) == ["a", "b", "c"]
+
+
+def test_a_failing_job_fails_alone(engine: sa.Engine) -> None:
+    run_writes(engine, batch_of(functools.partial(insert, "dup")))
+    batch = batch_of(
+        functools.partial(insert, "x"),
+        functools.partial(insert, "dup"),
+        functools.partial(insert, "y"),
+    )
+    run_writes(engine, batch)
+    assert [job.failed for job in batch] == [False, True, False]
+    assert isinstance(batch[1].outcome, sa.exc.IntegrityError)
+    # The batch's transaction rolled back, then each job ran alone: x and y are stored once.
+    assert keys(engine) == ["dup", "x", "y"]
+
+
+def test_reads_fail_per_job(engine: sa.Engine) -> None:
+    run_writes(engine, batch_of(functools.partial(insert, "a")))
+
+    def count(conn: sa.Connection) -> int:
+        return int(conn.scalar(sa.text("SELECT count(*) FROM t")) or 0)
+
+    def broken(conn: sa.Connection) -> int:
+        return int(conn.scalar(sa.text("SELECT count(*) FROM missing_table")) or 0)
+
+    loop = asyncio.new_event_loop()
+    try:
+        batch = [Job(count, loop.create_future()), Job(broken, loop.create_future())]
+        batch.append(Job(count, loop.create_future()))
+    finally:
+        loop.close()
+    run_reads(engine, batch)
+    assert [(job.failed, job.outcome if not job.failed else None) for job in batch] == [
+        (False, 1),
+        (True, None),
+        (False, 1),
+    ]
+
+
+async def test_concurrent_submissions_all_answered_in_order(engine: sa.Engine) -> None:
+    writer = BatchingThreads("test-writer", 1, functools.partial(run_writes, engine))
+    try:
+        results = await asyncio.gather(
+            *(writer.submit(functools.partial(insert, f"k{index:03}")) for index in range(200)),
+            writer.submit(functools.partial(insert, "k000")),
+            return_exceptions=True,
+        )
+    finally:
+        await writer.close()
+    assert results[:200] == [f"k{index:03}" for index in range(200)]
+    assert isinstance(results[200], sa.exc.IntegrityError)
+    assert keys(engine) == [f"k{index:03}" for index in range(200)]
+
+
+async def test_close_finishes_queued_work_then_refuses(engine: sa.Engine) -> None:
+    writer = BatchingThreads("test-writer", 1, functools.partial(run_writes, engine))
+    pending = [
+        asyncio.ensure_future(writer.submit(functools.partial(insert, f"q{index}")))
+        for index in range(10)
+    ]
+    await asyncio.sleep(0)  # the submissions are made; none has been answered yet
+    await writer.close()
+    assert await asyncio.gather(*pending) == [f"q{index}" for index in range(10)]
+    with pytest.raises(ClosedError):
+        await writer.submit(functools.partial(insert, "late"))
+    assert len(keys(engine)) == 10
