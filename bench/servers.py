@@ -1,0 +1,381 @@
+"""The servers ``python -m bench load`` measures, each its own process, started fresh.
+
+- ``memory``, ``sqlite``, ``postgres``, ``redis``, ``s3``: ``bridge-store serve`` on
+  that backend (through ``bridge_store.client.start_serve``, log level warning, no
+  access log). Postgres gets a new database, dropped afterwards; Redis a new key
+  prefix, deleted afterwards; S3 a moto server in another process, with requests
+  serialised as S3 makes a conditional write one atomic step.
+- ``reference``: cursor-sdk's ``StoreCallbackServer`` over ``bench.reference_store``.
+- ``ceiling``: Starlette + uvicorn with the uvicorn settings of ``bridge-store serve``
+  (httptools, uvloop, no access log) and one route that parses the JSON body and
+  answers a fixed CallStore response: the most any server on that stack can do.
+
+The reference, ceiling and S3 servers run as ``python -m bench.servers KIND`` and
+print ``bench-server ready {"url": ...}`` on stdout once they accept connections.
+Connection settings come from ``BRIDGE_STORE_BENCH_POSTGRES`` (an admin URL) and
+``BRIDGE_STORE_BENCH_REDIS``, by default the machine's local servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from bridge_store.client import start_serve
+from bridge_store.connect import CALL_STORE_PATH
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_PREFIX = "bench-server ready "
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 30.0
+BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
+TARGETS = (*BACKENDS, "reference", "ceiling")
+POSTGRES_ADMIN_URL = os.environ.get(
+    "BRIDGE_STORE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REDIS_URL = os.environ.get("BRIDGE_STORE_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+S3_BUCKET = "bridge-store-bench"
+S3_REGION = "us-east-1"
+#: moto accepts any credentials; these never reach a real AWS account.
+S3_KEY = "bench"
+#: What the ceiling answers: a stored event of the size an append returns.
+CEILING_RESPONSE = json.dumps(
+    {
+        "output": {
+            "runId": "run-8b8b23f4-a981-4f17-aded-4a5a61d44833",
+            "seq": 1,
+            "offset": "1",
+            "eventType": "run_stream_event",
+            "payload": {
+                "schemaVersion": 1,
+                "type": "sdk_message",
+                "agentId": "agent-32faf2c2-550d-460d-a73c-a14aef145273",
+                "runId": "run-8b8b23f4-a981-4f17-aded-4a5a61d44833",
+                "message": {"type": "status", "status": "RUNNING"},
+            },
+            "payloadRef": None,
+            "idempotencyKey": None,
+            "createdAt": 1795994234207,
+        }
+    },
+    separators=(",", ":"),
+).encode()
+
+
+@dataclass
+class Server:
+    """A server under test: where it listens and what it is."""
+
+    name: str
+    url: str  # base URL, ending in "/"
+    token: str
+    pid: int  # the server process, whose CPU time is measured
+    #: A real store: its answers are checked and its event logs audited afterwards.
+    is_store: bool
+    #: The last lines the server wrote to stderr, for reports of failed runs.
+    log_tail: Callable[[], list[str]] = list
+
+
+# -- child processes ---------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """A ``python -m bench.servers KIND`` process and its ready line."""
+
+    process: subprocess.Popen[str]
+    ready: dict[str, Any]
+    #: The child's stderr. Not the terminal's: the reference server prints a traceback
+    #: for every connection wrk drops with a request in flight when a run ends.
+    log: Path
+
+    def log_tail(self, lines: int = 20) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines()[-lines:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def start_child(kind: str, token: str, log: Path) -> Child:
+    """Start ``python -m bench.servers kind`` and wait for its ready line."""
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.servers", kind],
+            cwd=ROOT,
+            env={**os.environ, "BENCH_SERVER_TOKEN": token},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    stdout = process.stdout
+    assert stdout is not None
+    lines: list[str] = []
+    # A reader thread, so a child that hangs silently cannot hang the bench.
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(START_TIMEOUT_SECONDS)
+    child = Child(process, {}, log)
+    if not lines or not lines[0].startswith(READY_PREFIX):
+        child.stop()
+        output = "\n".join(child.log_tail())
+        raise RuntimeError(f"bench server {kind!r} did not start: {lines[:1]}\n{output}")
+    child.ready = json.loads(lines[0][len(READY_PREFIX) :])
+    return child
+
+
+def _listener() -> socket.socket:
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(2048)
+    return listener
+
+
+def _announce(url: str, **extra: Any) -> None:
+    print(READY_PREFIX + json.dumps({"url": url, **extra}), flush=True)
+
+
+def serve_reference(token: str) -> None:
+    import cursor_sdk
+
+    from bench.reference_store import ReferenceStore
+
+    server = cursor_sdk.StoreCallbackServer(ReferenceStore(), port=0, auth_token=token)
+    _announce(server.endpoint.url)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    stop.wait()
+    server.close()
+
+
+def ceiling_app() -> Any:
+    """The ceiling: parse the JSON body, answer a fixed CallStore response."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def call_store(request: Request) -> Response:
+        json.loads(await request.body())
+        return Response(CEILING_RESPONSE, media_type="application/json")
+
+    return Starlette(routes=[Route(CALL_STORE_PATH, call_store, methods=["POST"])])
+
+
+def serve_ceiling() -> None:
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                _announce(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+
+    listener = _listener()
+    # bridge-store serve's uvicorn settings (bridge_store/cli.py), spelled out.
+    config = uvicorn.Config(
+        ceiling_app(),
+        http="httptools",
+        loop="uvloop",
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+    Announcing(config).run(sockets=[listener])
+
+
+def serve_s3() -> None:
+    import botocore.session
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    app = DomainDispatcherApplication(create_backend_app)
+    lock = threading.Lock()
+
+    def serialised(environ: dict[str, Any], start_response: Any) -> Any:
+        with lock:
+            return list(app(environ, start_response))
+
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            """No line per request."""
+
+    server = make_server("127.0.0.1", 0, serialised, threaded=True, request_handler=Quiet)
+    endpoint = f"http://127.0.0.1:{server.server_port}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = botocore.session.get_session().create_client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=S3_REGION,
+        aws_access_key_id=S3_KEY,
+        aws_secret_access_key=S3_KEY,
+    )
+    client.create_bucket(Bucket=S3_BUCKET)
+    _announce(endpoint)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    stop.wait()
+    server.shutdown()
+
+
+# -- backends' setup and clean-up --------------------------------------------------
+
+
+def _postgres(statement: str) -> None:
+    import asyncpg  # type: ignore[import-untyped]
+
+    async def run() -> None:
+        connection = await asyncpg.connect(POSTGRES_ADMIN_URL)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A new empty database on the Postgres server; its URL. Dropped afterwards."""
+    name = f"bridge_store_bench_{os.getpid()}_{secrets.token_hex(4)}"
+    _postgres(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(POSTGRES_ADMIN_URL)._replace(path=f"/{name}"))
+    finally:
+        _postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def redis_prefix() -> Iterator[str]:
+    """A store URL under a new key prefix of the Redis server; the keys deleted after."""
+    import redis
+
+    from bridge_store_redis.keys import KeySpace
+
+    prefix = f"bridge-store-bench-{secrets.token_hex(6)}"
+    separator = "&" if "?" in REDIS_URL else "?"
+    try:
+        yield f"{REDIS_URL}{separator}{urlencode({'prefix': prefix})}"
+    finally:
+        with redis.Redis.from_url(REDIS_URL) as client:
+            for pattern in KeySpace(prefix).patterns():
+                for key in client.scan_iter(match=pattern, count=1000):
+                    client.unlink(key)
+
+
+@contextlib.contextmanager
+def s3_bucket(directory: Path) -> Iterator[str]:
+    """A store URL on a fresh moto S3 server process (its state goes with it)."""
+    child = start_child("s3", "", directory / "s3.log")
+    try:
+        query = urlencode(
+            {
+                "endpoint_url": child.ready["url"],
+                "region": S3_REGION,
+                "access_key_id": S3_KEY,
+                "secret_access_key": S3_KEY,
+            }
+        )
+        yield f"s3://{S3_BUCKET}/bench/?{query}"
+    finally:
+        child.stop()
+
+
+@contextlib.contextmanager
+def store_url(backend: str, directory: Path) -> Iterator[str]:
+    if backend == "memory":
+        yield "memory://"
+    elif backend == "sqlite":
+        yield f"sqlite:///{directory}/bench.db"
+    elif backend == "postgres":
+        with postgres_database() as url:
+            yield url
+    elif backend == "redis":
+        with redis_prefix() as url:
+            yield url
+    elif backend == "s3":
+        with s3_bucket(directory) as url:
+            yield url
+    else:
+        raise ValueError(f"unknown backend {backend!r}")
+
+
+@contextlib.contextmanager
+def running(target: str) -> Iterator[Server]:
+    """Start ``target`` fresh, yield it, stop it and clean up after it."""
+    with (
+        tempfile.TemporaryDirectory(prefix="bridge-store-bench-") as directory,
+        _running(target, Path(directory)) as server,
+    ):
+        yield server
+
+
+@contextlib.contextmanager
+def _running(target: str, directory: Path) -> Iterator[Server]:
+    token = secrets.token_urlsafe(24)
+    if target in BACKENDS:
+        with store_url(target, directory) as url:
+            args = ["--host", "127.0.0.1", "--port", "0", "--store", url, "--log-level", "warning"]
+            with start_serve(args, auth_token=token) as sidecar:
+                yield Server(
+                    target,
+                    sidecar.url,
+                    token,
+                    sidecar.process.pid,
+                    is_store=True,
+                    log_tail=sidecar.stderr_tail,
+                )
+        return
+    if target not in ("reference", "ceiling"):
+        raise ValueError(f"unknown target {target!r}; one of: {', '.join(TARGETS)}")
+    child = start_child(target, token, directory / f"{target}.log")
+    try:
+        yield Server(
+            target,
+            child.ready["url"],
+            token,
+            child.process.pid,
+            is_store=target == "reference",
+            log_tail=child.log_tail,
+        )
+    finally:
+        child.stop()
+
+
+def _serve(kind: str) -> None:
+    token = os.environ.get("BENCH_SERVER_TOKEN", "")
+    if kind == "reference":
+        serve_reference(token)
+    elif kind == "ceiling":
+        serve_ceiling()
+    elif kind == "s3":
+        serve_s3()
+    else:
+        raise SystemExit(f"unknown server kind {kind!r}")
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])
