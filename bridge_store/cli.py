@@ -1,4 +1,4 @@
-"""The ``bridge-store`` command line: ``serve``, ``db upgrade`` and ``db current``."""
+"""The ``bridge-store`` command line: ``serve``, ``bridge``, ``db upgrade`` and ``db current``."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from types import FrameType
 
 import uvicorn
 
-from .client import bridge_main
+from .client import BRIDGE_BIN_ENV, bridge_main
 from .config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from .errors import ConfigurationError
 from .plugins import get_plugin_manager
@@ -91,26 +91,54 @@ def build_parser() -> argparse.ArgumentParser:
 
     bridge = commands.add_parser(
         "bridge",
-        help="run the real cursor-sdk-bridge wired to a running store",
+        help="run the real cursor-sdk-bridge with its agent store on bridge-store",
         description=(
             "Run cursor-sdk-bridge (from the cursor-sdk package, extra 'client') in the "
-            "foreground with its agent store on a running bridge-store server. Its "
-            "'cursor-sdk-bridge ready {JSON}' line is passed through on stderr."
+            "foreground with its agent store on bridge-store: an embedded store server on a "
+            "free loopback port (configured like serve's, by the flags below or the same "
+            "environment variables), or a running one given --store-callback-url. Prints the "
+            "bridge's discovery JSON as one line on stdout; its 'cursor-sdk-bridge ready "
+            "{JSON}' line and all other stderr pass through. SIGTERM or SIGINT stops the "
+            "bridge, then the store."
         ),
     )
-    bridge.add_argument(
-        "--store-url", required=True, metavar="URL", help="the bridge-store server's URL"
+    _add_store_arguments(bridge, "embedded store")
+    existing = bridge.add_argument_group("existing store")
+    existing.add_argument(
+        "--store-callback-url",
+        metavar="URL",
+        help="use the bridge-store server at URL instead of an embedded one",
     )
-    bridge.add_argument(
-        "--auth-token-file",
+    existing.add_argument(
+        "--store-auth-token-file",
         metavar="PATH",
-        help=f"file holding the store's bearer token (default: env {TOKEN_ENV})",
+        help=f"file holding that server's bearer token (env {TOKEN_ENV} takes precedence)",
     )
-    bridge.add_argument("--host", help="address the bridge listens on (default: the bridge's)")
-    bridge.add_argument("--port", type=int, help="port the bridge listens on (default: any free)")
-    bridge.add_argument("--workspace", metavar="DIR", help="the agents' working directory")
-    bridge.add_argument("--state-root", metavar="DIR", help="the bridge's own state directory")
-    bridge.add_argument("--verbose", action="store_true", help="verbose bridge logs")
+    # The names before the embedded store existed.
+    existing.add_argument("--store-url", dest="store_callback_url", help=argparse.SUPPRESS)
+    existing.add_argument("--auth-token-file", dest="store_auth_token_file", help=argparse.SUPPRESS)
+    options = bridge.add_argument_group("the bridge")
+    options.add_argument(
+        "--bridge-bin",
+        metavar="PATH",
+        help=(
+            f"the cursor-sdk-bridge launcher to run (default: env {BRIDGE_BIN_ENV}, else the "
+            "one in the installed cursor-sdk)"
+        ),
+    )
+    options.add_argument(
+        "--host", help="loopback address the bridge listens on (the bridge refuses others)"
+    )
+    options.add_argument("--port", type=int, help="port the bridge listens on (default: any free)")
+    options.add_argument("--workspace", metavar="DIR", help="the agents' working directory")
+    options.add_argument("--state-root", metavar="DIR", help="the bridge's own state directory")
+    options.add_argument("--verbose", action="store_true", help="the bridge logs every RPC")
+    options.add_argument(
+        "bridge_args",
+        nargs="*",
+        metavar="-- BRIDGE_ARG",
+        help="after '--': more cursor-sdk-bridge options, e.g. -- --max-concurrent-agents 4",
+    )
 
     db = commands.add_parser("db", help="manage SQL schemas", description="Manage SQL schemas.")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
@@ -125,16 +153,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+#: Environment variables for the storage flags, read when the flag is not given.
+STORE_FLAG_ENV = {
+    "store": STORE_ENV,
+    "agents": "BRIDGE_STORE_AGENTS_URL",
+    "runs": "BRIDGE_STORE_RUNS_URL",
+    "run_events": "BRIDGE_STORE_RUN_EVENTS_URL",
+    "checkpoints": "BRIDGE_STORE_CHECKPOINTS_URL",
+}
+
+
+def _add_store_arguments(parser: argparse.ArgumentParser, title: str = "storage") -> None:
     group = parser.add_argument_group(
-        "storage",
+        title,
         "Store URLs: sqlite:///PATH, memory://, postgresql://..., redis://..., s3://BUCKET/PREFIX, "
-        "or any scheme an installed plugin serves. Each substore can go to its own URL.",
+        "or any scheme an installed plugin serves. Each substore can go to its own URL. A flag "
+        "not given is read from its environment variable.",
     )
     group.add_argument(
         "--store",
         metavar="URL",
-        default=os.environ.get(STORE_ENV) or DEFAULT_STORE_URL,
         help=(
             f"URL for every substore (env {STORE_ENV}; "
             "default: a SQLite file in the current directory)"
@@ -146,40 +184,70 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
         ("--run-events", "runEvents"),
         ("--checkpoints", "checkpoints"),
     ):
+        env = STORE_FLAG_ENV[flag.removeprefix("--").replace("-", "_")]
         group.add_argument(
-            flag, metavar="URL", help=f"URL for the {name} substore (default: --store)"
+            flag, metavar="URL", help=f"URL for the {name} substore (env {env}; default: --store)"
         )
 
 
-def routes_from(args: argparse.Namespace) -> Routes:
+def store_urls(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
+    """Each storage flag's URL: the flag, else its environment variable, else None."""
+    environ = os.environ if environ is None else environ
+    return {
+        name: getattr(args, name) or environ.get(env) or None
+        for name, env in STORE_FLAG_ENV.items()
+    }
+
+
+def routes_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Routes:
+    urls = store_urls(args, environ)
+    store = urls["store"] or DEFAULT_STORE_URL
     return Routes(
-        agents=args.agents or args.store,
-        runs=args.runs or args.store,
-        run_events=args.run_events or args.store,
-        checkpoints=args.checkpoints or args.store,
+        agents=urls["agents"] or store,
+        runs=urls["runs"] or store,
+        run_events=urls["run_events"] or store,
+        checkpoints=urls["checkpoints"] or store,
     )
 
 
-#: Query parameters that carry secrets (s3:// takes credentials as parameters).
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
             return serve(args)
         if args.command == "bridge":
-            return bridge_main(
-                args.store_url,
-                args.auth_token_file,
-                host=args.host,
-                port=args.port,
-                workspace=args.workspace,
-                state_root=args.state_root,
-                verbose=args.verbose,
-            )
+            return bridge(args)
         return asyncio.run(_db(args))
     except ConfigurationError as error:
         print(f"bridge-store: {error}", file=sys.stderr)
         return 2
+
+
+# -- bridge ---------------------------------------------------------------------------
+
+
+def bridge(args: argparse.Namespace) -> int:
+    # Only flags given here go to the embedded store; it reads the environment itself.
+    given = {name: getattr(args, name) for name in STORE_FLAG_ENV}
+    if args.store_callback_url is not None and any(given.values()):
+        raise ConfigurationError(
+            "--store and the substore flags configure an embedded store; "
+            "--store-callback-url uses a running one"
+        )
+    return bridge_main(
+        **given,
+        store_callback_url=args.store_callback_url,
+        store_auth_token_file=args.store_auth_token_file,
+        bridge_command=[args.bridge_bin] if args.bridge_bin else None,
+        bridge_args=args.bridge_args,
+        host=args.host,
+        port=args.port,
+        workspace=args.workspace,
+        state_root=args.state_root,
+        verbose=args.verbose,
+    )
 
 
 # -- serve ----------------------------------------------------------------------------

@@ -1,26 +1,25 @@
-"""Launch the real ``cursor-sdk-bridge`` wired to a bridge-store server.
+"""Launch the real ``cursor-sdk-bridge`` with its agent store on a bridge-store server.
 
-The bridge ships in the ``cursor-sdk`` package (the ``client`` extra). It sends every
-store operation to the server named by ``--store-callback-url`` once it is told, with
-``--local-store '{"type":"custom"}'``, that the host owns the store::
+The bridge ships in the ``cursor-sdk`` package (the ``client`` extra). Told with
+``--local-store '{"type":"custom"}'`` that the host owns the store, it sends every
+store operation to the server named by ``--store-callback-url``. :func:`launch` does
+the whole pairing in one step::
 
-    with (
-        start_sidecar("sqlite:///agents.db") as store,
-        launch_bridge(store.url, store.auth_token, workspace=project) as bridge,
-        bridge.client() as client,  # a cursor_sdk.Client
-    ):
-        agent = client.agents.create(
-            model="composer-2", api_key=key, local=local_options(project)
+    with launch("sqlite:///agents.db", workspace=project) as session:
+        agent = session.client.agents.create(
+            session.agent_options(model="composer-2", api_key=key)
         )
 
-``start_sidecar`` runs ``bridge-store serve`` as a child process for callers that do
-not already have a store server; ``bridge_main`` is the ``bridge-store bridge`` command.
+It starts ``bridge-store serve`` on a free loopback port (or checks an existing store
+given ``store_url`` and ``auth_token``), then the bridge, and stops both on exit. The
+lower levels are :func:`start_sidecar` and :func:`launch_bridge`; ``bridge_main`` is
+the ``bridge-store bridge`` command.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -28,12 +27,15 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from . import _process
 from .config import READY_PREFIX
 from .errors import ConfigurationError
 from .tokens import TOKEN_ENV
@@ -43,21 +45,32 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install 'bridge-store[client]'"
 BRIDGE_READY_PREFIX = "cursor-sdk-bridge ready "
+#: A launcher to run instead of the one in the installed ``cursor-sdk``; the SDK's own
+#: variable, so one setting moves the SDK's bridge and this one alike.
+BRIDGE_BIN_ENV = "CURSOR_SDK_BRIDGE_BIN"
 #: The store config the bridge and every agent's ``local.store`` must carry.
 LOCAL_STORE: Mapping[str, str] = {"type": "custom"}
 #: Starting the bridge loads a Node runtime; on a busy two-core machine that takes seconds.
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
-#: Diagnostic lines kept from a child's stderr for error messages.
-_TAIL_LINES = 200
+#: The sidecar drains in-flight requests before it exits.
+SIDECAR_STOP_TIMEOUT_SECONDS = 30.0
+#: How long the store check before launching the bridge waits for an answer.
+CHECK_TIMEOUT_SECONDS = 10.0
+#: The agent the store check asks for; reading a missing agent changes nothing.
+CHECK_AGENT_ID = "bridge-store-check"
 
-# The bridge runs model-driven shell tools that inherit its environment, so the store
-# token travels only on its command line and these variables are removed from its env.
+# The bridge runs model-driven shell tools that inherit its environment. Store tokens
+# travel only on its command line, and no store setting (URLs carry database
+# passwords) is inherited: every BRIDGE_STORE_* variable is removed, and these.
 _SECRET_ENV = (
-    TOKEN_ENV,
     "CURSOR_SDK_STORE_CALLBACK_AUTH_TOKEN",
     "CURSOR_SDK_STORE_CALLBACK_TOKEN",
 )
+_SECRET_ENV_PREFIX = "BRIDGE_STORE_"  # noqa: S105 - a variable prefix, not a secret
+#: Flags the client sets on the bridge itself; extra bridge arguments may not repeat them.
+_OWN_BRIDGE_FLAGS = ("--store-callback-url", "--store-callback-auth-token", "--local-store")
+_CALL_STORE_PATH = "sdk.v1.SdkStoreCallbackService/CallStore"
 
 
 def _cursor_sdk() -> Any:
@@ -71,7 +84,10 @@ def _cursor_sdk() -> Any:
 
 
 def bridge_path() -> str:
-    """Where the installed ``cursor-sdk`` keeps its ``cursor-sdk-bridge`` launcher."""
+    """The ``cursor-sdk-bridge`` launcher: ``$CURSOR_SDK_BRIDGE_BIN``, else the SDK's own."""
+    override = os.environ.get(BRIDGE_BIN_ENV, "").strip()
+    if override:
+        return override
     _cursor_sdk()
     from cursor_sdk._vendor import resolve_bridge_path
 
@@ -84,137 +100,17 @@ def local_options(cwd: str | os.PathLike[str]) -> dict[str, Any]:
     return {"cwd": os.fspath(cwd), "store": dict(LOCAL_STORE)}
 
 
-class _StderrPump:
-    """Reads a child's stderr for its whole life, so a chatty child never blocks.
-
-    Remembers the first line starting with ``prefix`` (the ready line) and the last
-    lines for error messages; ``echo`` gets every line as it arrives.
-    """
-
-    def __init__(self, stream: IO[str], prefix: str, echo: TextIO | None) -> None:
-        self._prefix = prefix
-        self._echo = echo
-        self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        self._lock = threading.Lock()
-        self._settled = threading.Event()
-        self.ready_line: str | None = None
-        #: Every process holding the pipe has closed it (usually: the child exited).
-        self.closed = False
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: IO[str]) -> None:
-        for line in stream:
-            with self._lock:
-                self._tail.append(line)
-            if self.ready_line is None and line.startswith(self._prefix):
-                self.ready_line = line
-                self._settled.set()
-            if self._echo is not None:
-                # A closed or broken echo target must not stop the draining.
-                with contextlib.suppress(OSError, ValueError):
-                    self._echo.write(line)
-                    self._echo.flush()
-        stream.close()
-        self.closed = True
-        self._settled.set()
-
-    def wait_ready(self, timeout: float) -> str | None:
-        """The ready line, or None if the child closed stderr or ``timeout`` passed."""
-        self._settled.wait(timeout)
-        return self.ready_line
-
-    def tail(self) -> list[str]:
-        with self._lock:
-            return list(self._tail)
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def alive(self) -> bool:
-        """Whether some process still holds the stderr pipe open."""
-        return self._thread.is_alive()
+def bridge_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the bridge inherits: this environment plus ``env``, without store secrets."""
+    merged = {**os.environ, **(env or {})}
+    return {
+        name: value
+        for name, value in merged.items()
+        if name not in _SECRET_ENV and not name.startswith(_SECRET_ENV_PREFIX)
+    }
 
 
-def _signal_group(process: subprocess.Popen[str], signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signum)
-
-
-def _stop(process: subprocess.Popen[str], pump: _StderrPump, timeout: float) -> int:
-    """Stop the child and everything it started; returns the child's exit status.
-
-    Children run in their own session because the bridge launcher is a shell script
-    that runs Node as its own child: signalling the launcher alone would orphan Node.
-    The group is done when every process holding the stderr pipe has closed it.
-    """
-    if process.poll() is None or pump.alive():
-        _signal_group(process, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout)
-        pump.join(timeout)
-        if process.poll() is None or pump.alive():
-            _signal_group(process, signal.SIGKILL)
-    status = process.wait()
-    pump.join(timeout)
-    return status
-
-
-def _start(
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    prefix: str,
-    echo: TextIO | None,
-    timeout: float,
-    what: str,
-) -> tuple[subprocess.Popen[str], _StderrPump, dict[str, Any]]:
-    """Start a child that announces itself with one JSON ready line on stderr."""
-    try:
-        process = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            env=dict(env),
-            start_new_session=True,
-        )
-    except OSError as error:
-        raise ConfigurationError(f"cannot start {what} ({argv[0]}): {error}") from None
-    assert process.stderr is not None
-    pump = _StderrPump(process.stderr, prefix, echo)
-    try:
-        return process, pump, _await_ready(process, pump, prefix, timeout, what)
-    except BaseException:
-        # Also when interrupted (Ctrl-C, a signal handler): never leave the child behind.
-        _stop(process, pump, STOP_TIMEOUT_SECONDS)
-        raise
-
-
-def _await_ready(
-    process: subprocess.Popen[str], pump: _StderrPump, prefix: str, timeout: float, what: str
-) -> dict[str, Any]:
-    line = pump.wait_ready(timeout)
-    payload: Any = None
-    if line is not None:
-        try:
-            payload = json.loads(line[len(prefix) :])
-        except json.JSONDecodeError:
-            payload = None
-    if isinstance(payload, dict):
-        return payload
-    if line is not None:
-        reason = f"printed an unreadable ready line {line.strip()!r}"
-    elif pump.closed:
-        # The pipe closes a moment before the exit status can be collected.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(STOP_TIMEOUT_SECONDS)
-        reason = f"exited with status {process.poll()} before it was ready"
-    else:
-        reason = f"printed no ready line within {timeout:g}s"
-    output = "".join(pump.tail()).rstrip()
-    raise ConfigurationError(f"{what} {reason}" + (f":\n{output}" if output else ""))
+# -- the store ------------------------------------------------------------------------
 
 
 @dataclass
@@ -223,16 +119,16 @@ class Sidecar:
 
     process: subprocess.Popen[str]
     url: str
-    auth_token: str
+    auth_token: str = field(repr=False)
     ready: dict[str, Any]
-    _pump: _StderrPump = field(repr=False)
+    _pump: _process.StderrPump = field(repr=False)
 
     def stderr_tail(self) -> list[str]:
         return self._pump.tail()
 
     def close(self) -> int:
         """SIGTERM (the server drains in-flight requests) and wait; the exit status."""
-        return _stop(self.process, self._pump, STOP_TIMEOUT_SECONDS * 3)
+        return _process.stop(self.process, self._pump, SIDECAR_STOP_TIMEOUT_SECONDS)
 
     def __enter__(self) -> Sidecar:
         return self
@@ -246,8 +142,30 @@ class Sidecar:
         self.close()
 
 
+def sidecar_args(
+    store: str | None = None,
+    *,
+    agents: str | None = None,
+    runs: str | None = None,
+    run_events: str | None = None,
+    checkpoints: str | None = None,
+) -> list[str]:
+    """``serve`` storage options; what is not given, serve takes from its environment."""
+    args: list[str] = []
+    for flag, url in (
+        ("--store", store),
+        ("--agents", agents),
+        ("--runs", runs),
+        ("--run-events", run_events),
+        ("--checkpoints", checkpoints),
+    ):
+        if url is not None:
+            args += [flag, url]
+    return args
+
+
 def start_sidecar(
-    store: str,
+    store: str | None = None,
     *,
     agents: str | None = None,
     runs: str | None = None,
@@ -264,18 +182,14 @@ def start_sidecar(
 ) -> Sidecar:
     """Start ``bridge-store serve`` for ``store`` (and per-substore URLs) on a free port.
 
-    The token (a new random one unless given) reaches the server through its
+    URLs not given come from serve's environment (``BRIDGE_STORE_URL`` ...) or its
+    default. The token (a new random one unless given) reaches the server through its
     environment, never its command line, where other local users could read it.
     """
-    args = ["--host", host, "--port", str(port), "--store", store, "--log-level", log_level]
-    for flag, url in (
-        ("--agents", agents),
-        ("--runs", runs),
-        ("--run-events", run_events),
-        ("--checkpoints", checkpoints),
-    ):
-        if url is not None:
-            args += [flag, url]
+    args = ["--host", host, "--port", str(port), "--log-level", log_level]
+    args += sidecar_args(
+        store, agents=agents, runs=runs, run_events=run_events, checkpoints=checkpoints
+    )
     if not migrate:
         args.append("--no-migrate")
     return start_serve(args, auth_token=auth_token, env=env, echo=echo, timeout=timeout)
@@ -298,12 +212,74 @@ def start_serve(
     token = auth_token or secrets.token_urlsafe(32)
     child_env = {**os.environ, **(env or {}), TOKEN_ENV: token}
     argv = [sys.executable, "-m", "bridge_store", "serve", *args]
-    process, pump, ready = _start(
-        argv, child_env, READY_PREFIX, echo, timeout, "bridge-store serve"
+    process, pump, ready = _process.start(
+        argv,
+        child_env,
+        READY_PREFIX,
+        echo,
+        timeout,
+        "bridge-store serve",
+        SIDECAR_STOP_TIMEOUT_SECONDS,
     )
     return Sidecar(
         process=process, url=str(ready["url"]), auth_token=token, ready=ready, _pump=pump
     )
+
+
+def check_store(url: str, auth_token: str, *, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
+    """Make one harmless CallStore call (``agents.get`` of a missing agent).
+
+    Raises ConfigurationError saying what is wrong: nothing answers at ``url``, the
+    store refuses ``auth_token``, or what answers is not a CallStore server. The bridge
+    itself would only report these on an agent's first call, as a bare
+    ``unauthenticated`` or ``unavailable`` that reads like a problem with the bridge.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"the store URL must start with http:// or https://, not {url!r}")
+    request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+        _with_slash(url) + _CALL_STORE_PATH,
+        data=json.dumps(
+            {"substore": "agents", "method": "get", "input": {"agentId": CHECK_AGENT_ID}}
+        ).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Connect-Protocol-Version": "1",
+            "Authorization": f"Bearer {auth_token}",
+        },
+        method="POST",
+    )
+    # No proxies: the bridge reaches the store directly, so the check does too.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        if error.code == 401:
+            raise ConfigurationError(
+                f"the store at {url} rejected the auth token (401 unauthenticated); "
+                f"give the token the store was started with"
+            ) from None
+        detail = error.read(500).decode("utf-8", "replace").strip()
+        raise ConfigurationError(
+            f"the store at {url} answered a CallStore call with HTTP {error.code}"
+            + (f": {detail}" if detail else "")
+        ) from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ConfigurationError(f"cannot reach the store at {url}: {reason}") from None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ConfigurationError(f"{url} does not answer like a CallStore server")
+
+
+def _with_slash(url: str) -> str:
+    return url if url.endswith("/") else url + "/"
+
+
+# -- the bridge -----------------------------------------------------------------------
 
 
 @dataclass
@@ -316,10 +292,16 @@ class BridgeProcess:
 
     process: subprocess.Popen[str]
     url: str
-    auth_token: str
+    auth_token: str = field(repr=False)
     ready: dict[str, Any]
     store_url: str
-    _pump: _StderrPump = field(repr=False)
+    _pump: _process.StderrPump = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        """The bridge program's pid (the launcher's child), from its ready line."""
+        pid = self.ready.get("pid")
+        return pid if isinstance(pid, int) else self.process.pid
 
     def client(self, **options: Any) -> cursor_sdk.Client:
         """A ``cursor_sdk.Client`` for this bridge; ``options`` go to its constructor."""
@@ -347,7 +329,7 @@ class BridgeProcess:
 
     def close(self) -> int:
         """Stop the bridge (SIGTERM, then SIGKILL) and remove its token file."""
-        status = _stop(self.process, self._pump, STOP_TIMEOUT_SECONDS)
+        status = _process.stop(self.process, self._pump, STOP_TIMEOUT_SECONDS)
         _remove_token_file(self.ready.get("authTokenFile"))
         return status
 
@@ -386,8 +368,12 @@ def bridge_argv(
     workspace: str | os.PathLike[str] | None = None,
     state_root: str | os.PathLike[str] | None = None,
     verbose: bool = False,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The bridge command line that points it at the store server at ``store_url``."""
+    for arg in extra_args:
+        if arg.split("=", 1)[0] in _OWN_BRIDGE_FLAGS:
+            raise ConfigurationError(f"bridge-store sets the bridge's {arg.split('=')[0]} itself")
     argv = list(command) if command is not None else [bridge_path()]
     argv += ["--store-callback-url", store_url, "--store-callback-auth-token", auth_token]
     argv += ["--local-store", json.dumps(dict(LOCAL_STORE), separators=(",", ":"))]
@@ -401,7 +387,31 @@ def bridge_argv(
         argv += ["--state-root", os.fspath(state_root)]
     if verbose:
         argv.append("--verbose")
-    return argv
+    return argv + list(extra_args)
+
+
+def bridge_endpoint(ready: Mapping[str, Any]) -> tuple[str, str]:
+    """The bridge's URL and bearer token from its ready line (the discovery JSON)."""
+    if ready.get("schemaVersion") != 1:
+        raise ConfigurationError(f"unsupported discovery schema {ready.get('schemaVersion')!r}")
+    if (ready.get("transport"), ready.get("protocol")) != ("tcp", "connect"):
+        raise ConfigurationError("the bridge does not announce a Connect endpoint over TCP")
+    url = str(ready.get("url") or "")
+    if not url:
+        host, port = str(ready.get("host") or ""), ready.get("port")
+        if not host or not port:
+            raise ConfigurationError("the bridge announced no URL")
+        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    token = str(ready.get("authToken") or "").strip()
+    token_file = ready.get("authTokenFile")
+    if not token and token_file:
+        try:
+            token = Path(str(token_file)).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            raise ConfigurationError(f"cannot read the bridge's token file: {error}") from None
+    if not token:
+        raise ConfigurationError("the bridge announced no auth token")
+    return url, token
 
 
 def launch_bridge(
@@ -414,6 +424,7 @@ def launch_bridge(
     workspace: str | os.PathLike[str] | None = None,
     state_root: str | os.PathLike[str] | None = None,
     verbose: bool = False,
+    extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
@@ -423,10 +434,9 @@ def launch_bridge(
     ``workspace`` is the bridge's default ``cwd`` for agent operations that name none.
     ``env`` adds to (or overrides) the inherited environment, e.g. ``CURSOR_BACKEND_URL``;
     ``echo`` receives the bridge's stderr lines, ready line included. ``command``
-    replaces the installed launcher (the store flags are appended to it).
+    replaces the installed launcher; ``extra_args`` go after the client's own flags.
     """
-    if not store_url.endswith("/"):
-        store_url += "/"
+    store_url = _with_slash(store_url)
     argv = bridge_argv(
         store_url,
         auth_token,
@@ -436,28 +446,288 @@ def launch_bridge(
         workspace=workspace,
         state_root=state_root,
         verbose=verbose,
+        extra_args=extra_args,
     )
-    child_env = {**os.environ, **(env or {})}
-    for name in _SECRET_ENV:
-        child_env.pop(name, None)
-    process, pump, ready = _start(
-        argv, child_env, BRIDGE_READY_PREFIX, echo, timeout, "cursor-sdk-bridge"
+    process, pump, ready = _process.start(
+        argv,
+        bridge_environment(env),
+        BRIDGE_READY_PREFIX,
+        echo,
+        timeout,
+        "cursor-sdk-bridge",
+        STOP_TIMEOUT_SECONDS,
     )
     try:
-        endpoint = _cursor_sdk().BridgeEndpoint.from_discovery(ready)
-    except Exception as error:
-        _stop(process, pump, STOP_TIMEOUT_SECONDS)
-        raise ConfigurationError(
-            f"cursor-sdk-bridge announced an unusable endpoint: {error}"
-        ) from None
+        url, token = bridge_endpoint(ready)
+    except BaseException as error:
+        _process.stop(process, pump, STOP_TIMEOUT_SECONDS)
+        _remove_token_file(ready.get("authTokenFile"))
+        if isinstance(error, ConfigurationError):
+            raise ConfigurationError(
+                f"cursor-sdk-bridge announced an unusable endpoint: {error}"
+            ) from None
+        raise
     return BridgeProcess(
-        process=process,
-        url=str(endpoint.url),
-        auth_token=str(endpoint.auth_token),
-        ready=ready,
-        store_url=store_url,
-        _pump=pump,
+        process=process, url=url, auth_token=token, ready=ready, store_url=store_url, _pump=pump
     )
+
+
+# -- both at once ---------------------------------------------------------------------
+
+
+class SessionError(RuntimeError):
+    """The bridge or the store stopped while a :class:`Session` was open."""
+
+
+class Session:
+    """A bridge and its store, started by :func:`launch`; a context manager.
+
+    ``client`` is a connected ``cursor_sdk.Client`` (made on first use, closed with
+    the session); ``agent_options()`` the options every agent needs. Exiting stops
+    the bridge, then the store if the session started it. A watcher notices either
+    process ending early: exiting then raises :class:`SessionError` naming it, or,
+    when the caller's own exception is already propagating, adds that as a note.
+    """
+
+    def __init__(
+        self,
+        bridge: BridgeProcess,
+        sidecar: Sidecar | None,
+        *,
+        store_url: str,
+        store_auth_token: str,
+        workspace: str,
+    ) -> None:
+        self.bridge = bridge
+        #: The store server this session started, or None when it uses an existing one.
+        self.sidecar = sidecar
+        self.store_url = store_url
+        self.store_auth_token = store_auth_token
+        self.workspace = workspace
+        self._lock = threading.Lock()
+        self._closing = False
+        self._closed = False
+        self._failure: str | None = None
+        self._ended = threading.Event()
+        watched = [("cursor-sdk-bridge", bridge.process, bridge.pid, bridge._pump)]
+        if sidecar is not None:
+            watched.append(
+                ("the store server", sidecar.process, sidecar.process.pid, sidecar._pump)
+            )
+        for what, process, pid, pump in watched:
+            threading.Thread(
+                target=self._watch, args=(what, process, pid, pump), daemon=True
+            ).start()
+
+    def _watch(
+        self, what: str, process: subprocess.Popen[str], pid: int, pump: _process.StderrPump
+    ) -> None:
+        status = process.wait()
+        with self._lock:
+            closing = self._closing
+        if not closing:
+            # The last words of a crashing child follow its exit by a moment.
+            pump.join(1.0)
+            message = _process.with_output(
+                f"{what} (pid {pid}) {_process.describe_status(status)} while the session was open",
+                pump,
+            )
+            with self._lock:
+                if not self._closing and self._failure is None:
+                    self._failure = message
+        self._ended.set()
+
+    @property
+    def local(self) -> dict[str, Any]:
+        """The ``local`` agent options: the workspace as ``cwd``, the custom store."""
+        return local_options(self.workspace)
+
+    def agent_options(self, **options: Any) -> dict[str, Any]:
+        """Agent options (``model``, ``api_key`` ...) with ``local`` set for the store.
+
+        A ``local`` given here is kept, but its ``store`` is always the custom one.
+        """
+        given = dict(options.pop("local", None) or {})
+        return {**options, "local": {"cwd": self.workspace, **given, "store": dict(LOCAL_STORE)}}
+
+    @functools.cached_property
+    def client(self) -> cursor_sdk.Client:
+        """A ``cursor_sdk.Client`` connected to the bridge, closed with the session."""
+        return self.bridge.client()
+
+    def async_client(self, **options: Any) -> cursor_sdk.AsyncClient:
+        """A new ``cursor_sdk.AsyncClient`` for the bridge; the caller closes it."""
+        return self.bridge.async_client(**options)
+
+    @property
+    def pids(self) -> list[int]:
+        """Every process the session runs: the store (if it started one), the bridge's
+        launcher and the bridge program behind it."""
+        pids = [] if self.sidecar is None else [self.sidecar.process.pid]
+        return [*pids, *dict.fromkeys([self.bridge.process.pid, self.bridge.pid])]
+
+    @property
+    def failure(self) -> str | None:
+        """What ended early (``cursor-sdk-bridge (pid N) was killed by SIGKILL ...``)."""
+        with self._lock:
+            return self._failure
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the bridge or the store has ended; whether one has."""
+        return self._ended.wait(timeout)
+
+    def check(self) -> None:
+        """Raise :class:`SessionError` if the bridge or the store has ended."""
+        failure = self.failure
+        if failure is not None:
+            raise SessionError(failure)
+
+    def close(self) -> None:
+        """Stop the bridge, then the store if this session started it. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closing = self._closed = True
+        try:
+            if "client" in self.__dict__:
+                self.client.close()
+        finally:
+            try:
+                self.bridge.close()
+            finally:
+                if self.sidecar is not None:
+                    self.sidecar.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        notes = self._explain(exc) if exc is not None else []
+        self.close()
+        if exc is not None:
+            for note in notes:
+                exc.add_note(f"bridge-store: {note}")
+            return
+        self.check()
+
+    def _explain(self, exc: BaseException) -> list[str]:
+        """Why an SDK call may have failed: a child that ended, or a store problem."""
+        errors = sys.modules.get("cursor_sdk.errors")
+        if self.failure is None and errors is not None and isinstance(exc, errors.CursorAgentError):
+            if isinstance(exc, errors.NetworkError):
+                # The SDK could not reach the bridge: has it ended?
+                self._await_exit(self.bridge.process)
+            else:
+                # The bridge answered with an error: is its store still there for it?
+                try:
+                    check_store(self.store_url, self.store_auth_token)
+                except ConfigurationError as problem:
+                    if self.sidecar is not None:
+                        self._await_exit(self.sidecar.process)
+                    if self.failure is None:
+                        return [str(problem)]
+        return [] if self.failure is None else [self.failure]
+
+    def _await_exit(self, process: subprocess.Popen[str]) -> None:
+        """Give a dying child the moment it needs to be reaped and recorded.
+
+        Its sockets close a moment before its exit status can be collected, so the
+        SDK's error can arrive before the watcher has seen the exit.
+        """
+        try:
+            process.wait(STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            return
+        self._ended.wait(STOP_TIMEOUT_SECONDS)
+
+
+def launch(
+    store: str | None = None,
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    agents: str | None = None,
+    runs: str | None = None,
+    run_events: str | None = None,
+    checkpoints: str | None = None,
+    store_url: str | None = None,
+    auth_token: str | None = None,
+    bridge_command: Sequence[str] | None = None,
+    bridge_args: Sequence[str] = (),
+    host: str | None = None,
+    port: int | None = None,
+    state_root: str | os.PathLike[str] | None = None,
+    verbose: bool = False,
+    env: Mapping[str, str] | None = None,
+    echo: TextIO | None = None,
+    timeout: float = START_TIMEOUT_SECONDS,
+) -> Session:
+    """Start a store server and the bridge on it; returns the running :class:`Session`.
+
+    ``store`` (and the per-substore URLs) configure an embedded ``bridge-store serve``
+    on a free loopback port, like serve's flags; what is not given comes from serve's
+    environment (``BRIDGE_STORE_URL`` ...) or its default, ``./bridge-store.db``. With
+    ``store_url`` and ``auth_token`` the bridge uses that running store instead, after
+    one CallStore call has shown it reachable and accepting the token.
+
+    ``workspace`` (default: the current directory) is the bridge's default ``cwd``.
+    ``bridge_command`` replaces the launcher (default ``$CURSOR_SDK_BRIDGE_BIN``, else
+    the one in the installed ``cursor-sdk``); ``bridge_args`` are added to its command
+    line. ``env`` adds to what both children inherit (store secrets never reach the
+    bridge); ``echo`` receives both children's stderr lines.
+    """
+    workspace = os.fspath(workspace if workspace is not None else os.getcwd())
+    command = list(bridge_command) if bridge_command is not None else [bridge_path()]
+    sidecar: Sidecar | None = None
+    if store_url is not None:
+        if auth_token is None:
+            raise ConfigurationError("an existing store (store_url) needs its auth_token")
+        embedded = (store, agents, runs, run_events, checkpoints)
+        if any(url is not None for url in embedded):
+            raise ConfigurationError("store URLs configure an embedded store, not store_url")
+        check_store(store_url, auth_token)
+        token = auth_token
+    else:
+        sidecar = start_sidecar(
+            store,
+            agents=agents,
+            runs=runs,
+            run_events=run_events,
+            checkpoints=checkpoints,
+            env=env,
+            echo=echo,
+            timeout=timeout,
+        )
+        store_url, token = sidecar.url, sidecar.auth_token
+    try:
+        bridge = launch_bridge(
+            store_url,
+            token,
+            command=command,
+            host=host,
+            port=port,
+            workspace=workspace,
+            state_root=state_root,
+            verbose=verbose,
+            extra_args=bridge_args,
+            env=env,
+            echo=echo,
+            timeout=timeout,
+        )
+    except BaseException:
+        if sidecar is not None:
+            sidecar.close()
+        raise
+    return Session(
+        bridge, sidecar, store_url=store_url, store_auth_token=token, workspace=workspace
+    )
+
+
+# -- the bridge-store bridge command --------------------------------------------------
 
 
 def read_auth_token(token_file: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str:
@@ -466,7 +736,7 @@ def read_auth_token(token_file: str | os.PathLike[str] | None, environ: Mapping[
     if from_env:
         return from_env
     if token_file is None:
-        raise ConfigurationError(f"no store token: set {TOKEN_ENV} or pass --auth-token-file")
+        raise ConfigurationError(f"no store token: set {TOKEN_ENV} or pass --store-auth-token-file")
     try:
         token = Path(token_file).read_text(encoding="utf-8").strip()
     except OSError as error:
@@ -483,10 +753,10 @@ class _Terminated(Exception):
 class _StopRequest:
     """SIGTERM/SIGINT handling for ``bridge_main``.
 
-    A signal during the launch is only remembered: ``launch_bridge`` cleans up after
-    itself, but an exception landing between its return and the assignment of its
-    result would leave the bridge, which runs in its own session, behind. Once armed,
-    the handler raises to interrupt the wait for the bridge.
+    A signal during the launch is only remembered: ``launch`` cleans up after itself,
+    but an exception landing between its return and the assignment of its result
+    would leave the children, which run in their own sessions, behind. Once armed,
+    the handler raises to interrupt the wait.
     """
 
     def __init__(self) -> None:
@@ -500,37 +770,58 @@ class _StopRequest:
 
 
 def bridge_main(
-    store_url: str,
-    token_file: str | None,
     *,
+    store: str | None = None,
+    agents: str | None = None,
+    runs: str | None = None,
+    run_events: str | None = None,
+    checkpoints: str | None = None,
+    store_callback_url: str | None = None,
+    store_auth_token_file: str | None = None,
+    bridge_command: Sequence[str] | None = None,
+    bridge_args: Sequence[str] = (),
     host: str | None = None,
     port: int | None = None,
     workspace: str | None = None,
     state_root: str | None = None,
     verbose: bool = False,
     environ: Mapping[str, str] | None = None,
+    stdout: TextIO | None = None,
 ) -> int:
-    """``bridge-store bridge``: run the bridge in the foreground against a running store.
+    """``bridge-store bridge``: :func:`launch` in the foreground.
 
-    The bridge's stderr, its ``cursor-sdk-bridge ready {JSON}`` line included, is
-    passed through unchanged, so whatever launches ``cursor-sdk-bridge`` and reads
-    that line can launch this instead. Runs until the bridge exits or this process
-    gets SIGTERM/SIGINT (then stops the bridge and returns 0; a signal during the
-    launch takes effect once the bridge is up); otherwise returns the bridge's exit
-    status. Raises ConfigurationError for a missing token or a bridge that does not
-    start.
+    Prints the bridge's discovery JSON (its ready line's payload) as one line on
+    ``stdout``, so any Connect client can attach; both children's stderr, the
+    bridge's ``cursor-sdk-bridge ready {JSON}`` line included, passes through on
+    stderr. Runs until this process gets SIGTERM/SIGINT (then stops the bridge, then
+    the store, and returns 0; a signal during the launch takes effect once both are
+    up) or a child ends: then the bridge's exit status, or 1 if the store ended and
+    the bridge did not. Raises ConfigurationError when the pair cannot start.
     """
-    token = read_auth_token(token_file, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    stdout = sys.stdout if stdout is None else stdout
+    token: str | None = None
+    if store_callback_url is not None:
+        token = read_auth_token(store_auth_token_file, environ)
+    elif store_auth_token_file is not None:
+        raise ConfigurationError("--store-auth-token-file goes with --store-callback-url")
     stop = _StopRequest()
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
-    bridge: BridgeProcess | None = None
+    session: Session | None = None
     try:
-        bridge = launch_bridge(
-            store_url,
-            token,
+        session = launch(
+            store,
+            agents=agents,
+            runs=runs,
+            run_events=run_events,
+            checkpoints=checkpoints,
+            store_url=store_callback_url,
+            auth_token=token,
+            workspace=workspace,
+            bridge_command=bridge_command,
+            bridge_args=bridge_args,
             host=host,
             port=port,
-            workspace=workspace,
             state_root=state_root,
             verbose=verbose,
             echo=sys.stderr,
@@ -538,13 +829,18 @@ def bridge_main(
         stop.armed = True
         if stop.requested:
             return 0
-        status = bridge.process.wait()
+        print(json.dumps(session.bridge.ready, separators=(",", ":")), file=stdout, flush=True)
+        session.wait()
+        print(f"bridge-store: {session.failure}", file=sys.stderr, flush=True)
+        status = session.bridge.process.poll()
+        if status is None:
+            return 1
         # Killed by a signal: the shell's convention, not a negative exit status.
         return status if status >= 0 else 128 - status
     except _Terminated:
         return 0
     finally:
-        if bridge is not None:
-            bridge.close()
+        if session is not None:
+            session.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)

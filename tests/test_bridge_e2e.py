@@ -4,20 +4,26 @@ Starts the store server (``bridge-store serve``) and a stand-in Cursor API, laun
 the real ``cursor-sdk-bridge`` pointed at the store, and drives an agent's whole life
 cycle through the ``cursor_sdk`` client. After each step the store server is asked
 directly over CallStore what it now holds; finally the store server restarts and the
-history is still there, for the store and for a new bridge.
+history is still there, for the store and for a new bridge. Then the one-step launch:
+two sessions sharing one store, and a session whose bridge or store is killed.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import cursor_sdk
+import cursor_sdk.errors
 import pytest
 
-from bridge_store.client import BridgeProcess, Sidecar, launch_bridge, local_options, start_sidecar
+from bridge_store.client import BridgeProcess, Session, launch, launch_bridge, local_options
 from tests.support.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
+from tests.support.processes import still_running
 from tests.support.server import ServerProcess, serve
 
 pytestmark = [pytest.mark.bridge, pytest.mark.slow]
@@ -316,43 +322,40 @@ def test_agent_life_cycle_through_the_real_bridge(
         ]
 
 
-# -- two bridges, one database --------------------------------------------------------
+# -- two launches, one store ---------------------------------------------------------
 
 
-@pytest.mark.postgres
-def test_two_bridges_with_their_own_sidecars_see_each_others_agents(
-    make_postgres_url: Callable[[], str],
+@pytest.fixture(
+    params=[pytest.param("sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL two store servers can share: one SQLite file, or one database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    url: str = request.getfixturevalue("make_postgres_url")()
+    return url
+
+
+def test_two_launches_on_one_store_see_each_others_agents(
+    shared_store: str,
     cursor_api: CursorApiStub,
     project: Path,
     bridge_env: dict[str, str],
 ) -> None:
-    database = make_postgres_url()
-    agent_options: dict[str, Any] = {
-        "model": MODEL_ID,
-        "api_key": API_KEY,
-        "local": local_options(project),
-    }
-
-    def start(sidecar: Sidecar, name: str) -> BridgeProcess:
-        return launch_bridge(
-            sidecar.url,
-            sidecar.auth_token,
+    def start(name: str) -> Session:
+        return launch(
+            shared_store,
             workspace=project,
             state_root=project.parent / f"state-{name}",
             env=bridge_env,
         )
 
-    with (
-        start_sidecar(database) as sidecar_a,
-        start_sidecar(database) as sidecar_b,
-        start(sidecar_a, "a") as bridge_a,
-        start(sidecar_b, "b") as bridge_b,
-        bridge_a.client() as client_a,
-        bridge_b.client() as client_b,
-    ):
-        assert sidecar_a.url != sidecar_b.url
-        made_by_a = client_a.agents.create(agent_options, name="made by A")
-        made_by_b = client_b.agents.create(agent_options, name="made by B")
+    with start("a") as session_a, start("b") as session_b:
+        client_a, client_b = session_a.client, session_b.client
+        assert session_a.store_url != session_b.store_url
+        options = session_a.agent_options(model=MODEL_ID, api_key=API_KEY)
+        made_by_a = client_a.agents.create(options, name="made by A")
+        made_by_b = client_b.agents.create(options, name="made by B")
 
         for client in (client_a, client_b):
             listed = {agent.agent_id for agent in client.agents.list().auto_paging_iter()}
@@ -376,3 +379,46 @@ def test_two_bridges_with_their_own_sidecars_see_each_others_agents(
         client_b.agents.delete(made_by_a.agent_id)
         remaining = [agent.agent_id for agent in client_a.agents.list().auto_paging_iter()]
         assert remaining == [made_by_b.agent_id]
+        pids = session_a.pids + session_b.pids
+    assert still_running(pids) == []
+
+
+# -- a child dies mid-session ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("victim", ["bridge", "store"])
+def test_a_dead_bridge_or_store_is_named_and_nothing_is_left(
+    victim: str, tmp_path: Path, project: Path, bridge_env: dict[str, str]
+) -> None:
+    pids: list[int] = []
+
+    def session_that_loses(victim: str) -> None:
+        with launch(
+            f"sqlite:///{tmp_path / 'store.db'}", workspace=project, env=bridge_env
+        ) as session:
+            pids.extend(session.pids)
+            options = session.agent_options(model=MODEL_ID, api_key=API_KEY)
+            session.client.agents.create(options, name="before")
+            assert session.sidecar is not None
+            os.kill(
+                session.bridge.pid if victim == "bridge" else session.sidecar.process.pid,
+                signal.SIGKILL,
+            )
+            session.client.agents.create(options, name="after")
+
+    with pytest.raises(cursor_sdk.errors.CursorAgentError) as raised:
+        session_that_loses(victim)
+    notes = getattr(raised.value, "__notes__", [])
+    if victim == "bridge":
+        # The SDK cannot reach the bridge; the note says why.
+        assert isinstance(raised.value, cursor_sdk.errors.NetworkError)
+        assert notes[0].startswith(
+            f"bridge-store: cursor-sdk-bridge (pid {pids[2]}) exited with status 137"
+        )
+    else:
+        # The bridge answers, but its store call failed; the note says which process died.
+        assert notes[0].startswith(
+            f"bridge-store: the store server (pid {pids[0]}) was killed by SIGKILL"
+        )
+    assert len(notes) == 1
+    assert still_running(pids) == []

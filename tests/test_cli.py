@@ -18,8 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.cli import build_parser
+from bridge_store.cli import STORE_FLAG_ENV, build_parser, routes_from
 from bridge_store.config import READY_PREFIX
+from bridge_store.routing import Routes
 from bridge_store.urls import redact
 
 from .support.server import CALL_STORE_PATH, serve, start_server
@@ -56,18 +57,58 @@ def test_help_names_every_command_and_option() -> None:
         "--auth-token-file",
         "--max-request-bytes",
         "--no-migrate",
-        "BRIDGE_STORE_URL",
         "BRIDGE_STORE_AUTH_TOKEN",
+        *STORE_FLAG_ENV.values(),
     ):
         assert option in serve_help, option
     assert "upgrade" in run_cli("db", "--help").stdout
+    bridge_help = run_cli("bridge", "--help").stdout
+    for option in (
+        "--store",
+        "--checkpoints",
+        "--store-callback-url",
+        "--store-auth-token-file",
+        "--bridge-bin",
+        "CURSOR_SDK_BRIDGE_BIN",
+        "-- BRIDGE_ARG",
+        *STORE_FLAG_ENV.values(),
+    ):
+        assert option in bridge_help, option
 
 
 def test_serve_defaults() -> None:
     args = build_parser().parse_args(["serve"])
     assert (args.host, args.port, args.migrate) == ("127.0.0.1", 8787, True)
-    assert args.store == os.environ.get("BRIDGE_STORE_URL", "sqlite:///bridge-store.db")
+    assert routes_from(args, {}) == Routes(*["sqlite:///bridge-store.db"] * 4)
     assert args.max_request_bytes >= 64 * 1024 * 1024
+
+
+def test_store_urls_come_from_flags_then_environment() -> None:
+    environ = {
+        "BRIDGE_STORE_URL": "postgresql://db/x",
+        "BRIDGE_STORE_RUN_EVENTS_URL": "redis://cache/0",
+        "BRIDGE_STORE_CHECKPOINTS_URL": "s3://bucket/p",
+    }
+    args = build_parser().parse_args(["serve", "--checkpoints", "memory://"])
+    assert routes_from(args, environ) == Routes(
+        agents="postgresql://db/x",
+        runs="postgresql://db/x",
+        run_events="redis://cache/0",
+        checkpoints="memory://",
+    )
+    # The embedded store of the bridge command is configured the same way.
+    bridge = build_parser().parse_args(["bridge", "--store", "memory://"])
+    assert routes_from(bridge, environ).agents == "memory://"
+
+
+def test_bridge_command_arguments() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["bridge", "--", "--max-concurrent-agents", "4"])
+    assert args.bridge_args == ["--max-concurrent-agents", "4"]
+    assert (args.store, args.store_callback_url) == (None, None)
+    # The names the command had before it could start its own store still work.
+    old = parser.parse_args(["bridge", "--store-url", "http://s/", "--auth-token-file", "f"])
+    assert (old.store_callback_url, old.store_auth_token_file) == ("http://s/", "f")
 
 
 @dataclass

@@ -1,8 +1,9 @@
-"""The bundled client: launching the bridge, its sidecar, and the bridge-store bridge command.
+"""The bundled client: the bridge, its store, launch() and the bridge-store bridge command.
 
 Most tests run a fake bridge shaped like the real launcher (a shell script that runs
 the actual program as its child) so they can check the command line, environment and
-shutdown the client gives it; the last ones drive the real bridge.
+shutdown the client gives it; the last ones drive the real bridge. Whether a process
+is left behind is checked by pid.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,17 +29,25 @@ import pytest
 from bridge_store.client import (
     BRIDGE_READY_PREFIX,
     INSTALL_HINT,
+    Session,
+    SessionError,
+    Sidecar,
     bridge_argv,
     bridge_main,
     bridge_path,
+    check_store,
+    launch,
     launch_bridge,
     local_options,
     read_auth_token,
     start_sidecar,
 )
+from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
 from bridge_store.tokens import TOKEN_ENV
 from tests.support.cursor_api import MODEL_ID, CursorApiStub
+from tests.support.processes import descendants, running, still_running
+from tests.support.server import StoreHttpClient
 
 STORE_URL = "http://127.0.0.1:9/"
 STORE_TOKEN = "store-token"
@@ -58,13 +68,15 @@ def stop(signum, frame):
 
 
 signal.signal(signal.SIGTERM, stop)
+# Stands for the bridge ending on its own, with a status of its own.
+signal.signal(signal.SIGUSR1, lambda signum, frame: sys.exit(5))
 print("fake bridge starting", file=sys.stderr, flush=True)
 if mode == "crash":
     print("boom", file=sys.stderr, flush=True)
     sys.exit(3)
 if mode == "garbage":
     print("cursor-sdk-bridge ready {not json", file=sys.stderr, flush=True)
-if mode in ("ready", "exit-after-ready"):
+if mode == "ready":
     token = Path(tempfile.mkdtemp(prefix="cursor-sdk-bridge-"), "auth-token")
     token.write_text("bridge-token")
     ready = {
@@ -73,8 +85,6 @@ if mode in ("ready", "exit-after-ready"):
         "authTokenFile": str(token), "pid": os.getpid(),
     }
     print("cursor-sdk-bridge ready " + json.dumps(ready), file=sys.stderr, flush=True)
-if mode == "exit-after-ready":
-    sys.exit(5)
 while True:
     signal.pause()
 """
@@ -148,7 +158,25 @@ def test_bridge_argv_points_the_bridge_at_the_store(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
-def test_bridge_path_is_the_launcher_in_the_installed_sdk() -> None:
+def test_extra_bridge_args_come_last_and_cannot_replace_the_store_flags() -> None:
+    argv = bridge_argv(STORE_URL, STORE_TOKEN, command=["bridge"], extra_args=["--x", "1"])
+    assert argv[-2:] == ["--x", "1"]
+    for flag in ("--store-callback-url", "--local-store=", "--store-callback-auth-token"):
+        with pytest.raises(ConfigurationError, match="sets the bridge's --"):
+            bridge_argv(STORE_URL, STORE_TOKEN, command=["bridge"], extra_args=[flag, "v"])
+
+
+def test_the_sdk_variable_for_another_launcher_is_honoured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CURSOR_SDK_BRIDGE_BIN", "/opt/bridge/cursor-sdk-bridge")
+    assert bridge_path() == "/opt/bridge/cursor-sdk-bridge"
+
+
+def test_bridge_path_is_the_launcher_in_the_installed_sdk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CURSOR_SDK_BRIDGE_BIN", raising=False)
     path = Path(bridge_path())
     assert path.name == "cursor-sdk-bridge"
     assert os.access(path, os.X_OK)
@@ -158,6 +186,7 @@ def test_without_cursor_sdk_the_error_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "cursor_sdk", None)
+    monkeypatch.delenv("CURSOR_SDK_BRIDGE_BIN", raising=False)
     with pytest.raises(ConfigurationError, match=INSTALL_HINT.replace("[", r"\[")):
         launch_bridge(STORE_URL, STORE_TOKEN)
 
@@ -187,12 +216,17 @@ def test_store_tokens_stay_out_of_the_bridge_environment(
 ) -> None:
     monkeypatch.setenv("BRIDGE_STORE_AUTH_TOKEN", "inherited")
     monkeypatch.setenv("CURSOR_SDK_STORE_CALLBACK_AUTH_TOKEN", "inherited")
+    # Store URLs carry database passwords: no store setting reaches the bridge.
+    monkeypatch.setenv("BRIDGE_STORE_URL", "postgresql://u:secret@db/x")
     env = {**fake_bridge.env(), "CURSOR_SDK_STORE_CALLBACK_TOKEN": "given", "EXTRA": "kept"}
+    env["BRIDGE_STORE_CHECKPOINTS_URL"] = "s3://b/p?secret_access_key=SK"
     with launch_bridge(STORE_URL, STORE_TOKEN, command=fake_bridge.command, env=env):
         bridge_env = fake_bridge.started()["env"]
     assert bridge_env["EXTRA"] == "kept"
     assert not {
         "BRIDGE_STORE_AUTH_TOKEN",
+        "BRIDGE_STORE_URL",
+        "BRIDGE_STORE_CHECKPOINTS_URL",
         "CURSOR_SDK_STORE_CALLBACK_AUTH_TOKEN",
         "CURSOR_SDK_STORE_CALLBACK_TOKEN",
     } & set(bridge_env)
@@ -245,6 +279,194 @@ def test_a_missing_launcher_is_a_configuration_error(tmp_path: Path) -> None:
         launch_bridge(STORE_URL, STORE_TOKEN, command=[str(tmp_path / "missing")])
 
 
+# -- checking the store before the bridge starts --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def memory_store() -> Iterator[Sidecar]:
+    with start_sidecar("memory://") as sidecar:
+        yield sidecar
+
+
+@contextmanager
+def closed_port() -> Iterator[str]:
+    """A loopback URL where nothing accepts connections (the port stays bound, unused)."""
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{unused.getsockname()[1]}/"
+
+
+def test_store_check_passes_for_a_store_that_takes_the_token(memory_store: Sidecar) -> None:
+    check_store(memory_store.url, memory_store.auth_token)
+
+
+def test_store_check_says_the_token_was_rejected(memory_store: Sidecar) -> None:
+    with pytest.raises(ConfigurationError, match="rejected the auth token"):
+        check_store(memory_store.url, "not-the-token")
+
+
+def test_store_check_names_an_unreachable_store() -> None:
+    with closed_port() as url, pytest.raises(ConfigurationError) as raised:
+        check_store(url, STORE_TOKEN)
+    assert str(raised.value).startswith(f"cannot reach the store at {url}: ")
+
+
+def test_store_check_tells_other_servers_apart() -> None:
+    with CursorApiStub() as other, pytest.raises(ConfigurationError, match="with HTTP 404"):
+        check_store(other.url, STORE_TOKEN)
+    with pytest.raises(ConfigurationError, match="must start with http"):
+        check_store("file:///etc/passwd", STORE_TOKEN)
+
+
+# -- launch: the store and the bridge together ----------------------------------------
+
+
+def fake_launch(fake: FakeBridge, mode: str = "ready", **options: Any) -> Session:
+    return launch(
+        command_store(options), bridge_command=fake.command, env=fake.env(mode), **options
+    )
+
+
+def command_store(options: dict[str, Any]) -> str | None:
+    """memory:// unless the test gives an existing store."""
+    return None if "store_url" in options else "memory://"
+
+
+def assert_all_stopped(pids: list[int]) -> None:
+    assert pids
+    assert still_running(pids) == []
+
+
+def test_launch_starts_a_store_and_the_bridge_on_it(
+    fake_bridge: FakeBridge, tmp_path: Path
+) -> None:
+    with fake_launch(fake_bridge, workspace=tmp_path, bridge_args=["--x", "1"]) as session:
+        pids = session.pids
+        assert session.sidecar is not None
+        sidecar_pid = session.sidecar.process.pid
+        assert pids == [sidecar_pid, session.bridge.process.pid, session.bridge.ready["pid"]]
+        assert all(running(pid) for pid in pids)
+        argv = fake_bridge.started()["argv"]
+        assert argv[:4] == [
+            "--store-callback-url", session.store_url,
+            "--store-callback-auth-token", session.store_auth_token,
+        ]  # fmt: skip
+        assert argv[-2:] == ["--x", "1"]
+        # The bridge was pointed at a live store that takes the token.
+        store = StoreHttpClient(session.store_url, session.store_auth_token)
+        assert store.call("agents", "get", {"agentId": "a"}) is None
+        store.close()
+        assert session.local == {"cwd": str(tmp_path), "store": {"type": "custom"}}
+        assert session.agent_options(model=MODEL_ID, api_key="k") == {
+            "model": MODEL_ID,
+            "api_key": "k",
+            "local": {"cwd": str(tmp_path), "store": {"type": "custom"}},
+        }
+        # A caller's own local options keep the custom store.
+        options = session.agent_options(local={"cwd": "/elsewhere", "store": {"type": "sqlite"}})
+        assert options["local"] == {"cwd": "/elsewhere", "store": {"type": "custom"}}
+        assert isinstance(session.client, cursor_sdk.Client)
+        assert session.client is session.client
+    assert fake_bridge.stopped()
+    assert_all_stopped(pids)
+    assert session.failure is None
+
+
+def test_launch_stops_everything_when_the_caller_raises(fake_bridge: FakeBridge) -> None:
+    pids: list[int] = []
+
+    def caller() -> None:
+        with fake_launch(fake_bridge) as session:
+            pids.extend(session.pids)
+            raise KeyError("the caller's own failure")
+
+    with pytest.raises(KeyError) as raised:
+        caller()
+    assert not getattr(raised.value, "__notes__", [])
+    assert fake_bridge.stopped()
+    assert_all_stopped(pids)
+
+
+def test_launch_uses_an_existing_store_after_checking_it(
+    fake_bridge: FakeBridge, memory_store: Sidecar
+) -> None:
+    with fake_launch(
+        fake_bridge, store_url=memory_store.url, auth_token=memory_store.auth_token
+    ) as session:
+        assert session.sidecar is None
+        assert session.pids == [session.bridge.process.pid, session.bridge.ready["pid"]]
+        assert fake_bridge.started()["argv"][1] == memory_store.url
+    # The store belongs to someone else: it keeps running.
+    assert memory_store.process.poll() is None
+
+
+def test_launch_refuses_a_wrong_token_before_starting_the_bridge(
+    fake_bridge: FakeBridge, memory_store: Sidecar
+) -> None:
+    with pytest.raises(ConfigurationError, match="rejected the auth token"):
+        fake_launch(fake_bridge, store_url=memory_store.url, auth_token="wrong")
+    assert not (fake_bridge.directory / "started.json").exists()
+    with pytest.raises(ConfigurationError, match="needs its auth_token"):
+        fake_launch(fake_bridge, store_url=memory_store.url)
+
+
+def test_launch_stops_its_store_when_the_bridge_cannot_start(
+    fake_bridge: FakeBridge,
+) -> None:
+    before = descendants(os.getpid())
+    with pytest.raises(ConfigurationError, match="exited with status 3") as raised:
+        fake_launch(fake_bridge, "crash")
+    assert "boom" in str(raised.value)
+    assert descendants(os.getpid()) <= before
+
+
+@pytest.mark.parametrize("victim", ["bridge", "store"])
+def test_a_child_that_dies_makes_the_exit_fail_and_nothing_is_left(
+    fake_bridge: FakeBridge, victim: str
+) -> None:
+    pids: list[int] = []
+
+    def kill_one() -> int:
+        with fake_launch(fake_bridge) as session:
+            pids.extend(session.pids)
+            assert session.sidecar is not None
+            sidecar_pid = session.sidecar.process.pid
+            pid = int(session.bridge.ready["pid"] if victim == "bridge" else sidecar_pid)
+            os.kill(pid, signal.SIGKILL)
+            assert session.wait(WAIT_SECONDS)
+        return pid
+
+    with pytest.raises(SessionError) as raised:
+        kill_one()
+    what = "cursor-sdk-bridge" if victim == "bridge" else "the store server"
+    killed = pids[2] if victim == "bridge" else pids[0]
+    message = str(raised.value)
+    assert message.startswith(f"{what} (pid {killed}) ")
+    # The launcher reports its child's death the shell's way.
+    assert ("exited with status 137" if victim == "bridge" else "was killed by SIGKILL") in message
+    assert_all_stopped(pids)
+
+
+def test_a_dead_child_is_noted_on_the_callers_own_exception(fake_bridge: FakeBridge) -> None:
+    failures: list[str | None] = []
+
+    def caller() -> None:
+        with fake_launch(fake_bridge) as session:
+            assert session.sidecar is not None
+            os.kill(session.sidecar.process.pid, signal.SIGKILL)
+            assert session.wait(WAIT_SECONDS)
+            with pytest.raises(SessionError, match="the store server"):
+                session.check()
+            failures.append(session.failure)
+            raise ValueError("the caller's code failed")
+
+    with pytest.raises(ValueError, match="caller") as raised:
+        caller()
+    assert raised.value.__notes__ == [f"bridge-store: {failures[0]}"]
+
+
 # -- the bridge command ---------------------------------------------------------------
 
 
@@ -269,42 +491,67 @@ def test_auth_token_file_problems_are_configuration_errors(
         read_auth_token(token_file, {})
 
 
-def test_bridge_main_needs_a_token() -> None:
+def test_bridge_main_needs_a_token_for_an_existing_store() -> None:
     with pytest.raises(ConfigurationError, match="no store token"):
-        bridge_main(STORE_URL, None, environ={})
+        bridge_main(store_callback_url=STORE_URL, environ={})
+    with pytest.raises(ConfigurationError, match="goes with --store-callback-url"):
+        bridge_main(store_auth_token_file="token", environ={})
+
+
+@dataclass
+class BridgeCommand:
+    process: subprocess.Popen[str]
+    #: The discovery JSON the command printed on stdout.
+    discovery: dict[str, Any]
+    stderr: list[str]
+
+    def children(self) -> set[int]:
+        return descendants(self.process.pid)
+
+    def store_pid(self) -> int:
+        (pid,) = (
+            pid
+            for pid in self.children()
+            if b"\0serve\0" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+        return pid
+
+
+def _lines(stream: IO[str], into: queue.Queue[str | None], keep: list[str] | None) -> None:
+    for line in stream:
+        if keep is not None:
+            keep.append(line)
+        into.put(line)
+    into.put(None)
+    stream.close()
 
 
 @contextmanager
-def bridge_command(
-    *args: str, env: dict[str, str]
-) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
-    """Run ``bridge-store bridge *args``; yields it with its passed-through ready line."""
+def bridge_command(*args: str, env: dict[str, str]) -> Iterator[BridgeCommand]:
+    """Run ``bridge-store bridge *args`` until it prints the bridge's discovery JSON."""
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge_store", "bridge", *args],
         env=env,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump(stream: IO[str]) -> None:
-        for line in stream:
-            lines.put(line)
-        lines.put(None)
-        stream.close()
-
+    assert process.stdout is not None
     assert process.stderr is not None
-    threading.Thread(target=pump, args=(process.stderr,), daemon=True).start()
+    stdout: queue.Queue[str | None] = queue.Queue()
+    stderr: list[str] = []
+    threading.Thread(target=_lines, args=(process.stdout, stdout, None), daemon=True).start()
+    threading.Thread(
+        target=_lines, args=(process.stderr, queue.Queue(), stderr), daemon=True
+    ).start()
     try:
-        seen: list[str] = []
-        while (line := lines.get(timeout=WAIT_SECONDS)) is not None:
-            seen.append(line)
-            if line.startswith(BRIDGE_READY_PREFIX):
-                break
-        assert line is not None, "the command ended before the bridge was ready:\n" + "".join(seen)
-        yield process, json.loads(line[len(BRIDGE_READY_PREFIX) :])
+        line = stdout.get(timeout=WAIT_SECONDS)
+        assert line is not None, "the command ended before the bridge was ready:\n" + "".join(
+            stderr
+        )
+        yield BridgeCommand(process, json.loads(line), stderr)
     finally:
-        # SIGTERM first: the command then stops the bridge it started.
+        # SIGTERM first: the command then stops what it started.
         if process.poll() is None:
             process.terminate()
             try:
@@ -314,55 +561,133 @@ def bridge_command(
                 process.wait()
 
 
+def fake_command_env(fake: FakeBridge, mode: str = "ready", **extra: str) -> dict[str, str]:
+    return {**without_store_token(), **fake.env(mode), **extra}
+
+
 def without_store_token() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name != TOKEN_ENV}
 
 
-def test_bridge_command_passes_the_ready_line_through_and_stops_on_sigterm(
+def test_bridge_command_prints_discovery_and_stops_both_on_sigterm(
     fake_bridge: FakeBridge,
 ) -> None:
-    env = {
-        **os.environ,
-        **fake_bridge.env(),
-        "CURSOR_SDK_BRIDGE_BIN": str(fake_bridge.launcher),
-        TOKEN_ENV: STORE_TOKEN,
-    }
-    with bridge_command("--store-url", STORE_URL, env=env) as (process, ready):
-        assert ready["url"] == "http://127.0.0.1:9"
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(WAIT_SECONDS) == 0
+    args = ["--store", "memory://", "--bridge-bin", str(fake_bridge.launcher), "--", "--x", "1"]
+    with bridge_command(*args, env=fake_command_env(fake_bridge)) as command:
+        assert command.discovery["url"] == "http://127.0.0.1:9"
+        children = command.children()
+        assert {command.store_pid(), command.discovery["pid"]} < children
+        command.process.send_signal(signal.SIGTERM)
+        assert command.process.wait(WAIT_SECONDS) == 0
     assert fake_bridge.stopped()
+    assert_all_stopped(sorted(children))
+    assert fake_bridge.started()["argv"][-2:] == ["--x", "1"]
+    # Both children's stderr passed through, ready lines included.
+    assert any(line.startswith(READY_PREFIX) for line in command.stderr)
+    assert any(line.startswith(BRIDGE_READY_PREFIX) for line in command.stderr)
+
+
+def test_bridge_command_exits_with_the_bridge_and_stops_the_store(
+    fake_bridge: FakeBridge,
+) -> None:
+    args = ["--store", "memory://", "--bridge-bin", str(fake_bridge.launcher)]
+    with bridge_command(*args, env=fake_command_env(fake_bridge)) as command:
+        store_pid = command.store_pid()
+        bridge_pid = command.discovery["pid"]
+        os.kill(bridge_pid, signal.SIGUSR1)
+        assert command.process.wait(WAIT_SECONDS) == 5
+    assert_all_stopped([store_pid])
+    assert f"bridge-store: cursor-sdk-bridge (pid {bridge_pid}) exited with status 5" in "".join(
+        command.stderr
+    )
+
+
+def test_bridge_command_stops_the_bridge_when_the_store_dies(fake_bridge: FakeBridge) -> None:
+    args = ["--store", "memory://", "--bridge-bin", str(fake_bridge.launcher)]
+    with bridge_command(*args, env=fake_command_env(fake_bridge)) as command:
+        store_pid = command.store_pid()
+        children = command.children()
+        os.kill(store_pid, signal.SIGKILL)
+        assert command.process.wait(WAIT_SECONDS) == 1
+    assert fake_bridge.stopped()
+    assert_all_stopped(sorted(children))
+    assert f"bridge-store: the store server (pid {store_pid}) was killed by SIGKILL" in "".join(
+        command.stderr
+    )
+
+
+def test_bridge_command_uses_an_existing_store_with_its_token_file(
+    fake_bridge: FakeBridge, memory_store: Sidecar, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "store.token"
+    token_file.write_text(memory_store.auth_token + "\n")
+    args = ["--store-callback-url", memory_store.url, "--store-auth-token-file", str(token_file)]
+    env = fake_command_env(fake_bridge, CURSOR_SDK_BRIDGE_BIN=str(fake_bridge.launcher))
+    with bridge_command(*args, env=env) as command:
+        # Only the bridge: the store is someone else's.
+        assert not any(
+            b"\0serve\0" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in command.children()
+        )
+        command.process.send_signal(signal.SIGINT)
+        assert command.process.wait(WAIT_SECONDS) == 0
     started = fake_bridge.started()
     assert started["argv"][:4] == [
-        "--store-callback-url", STORE_URL,
-        "--store-callback-auth-token", STORE_TOKEN,
+        "--store-callback-url", memory_store.url,
+        "--store-callback-auth-token", memory_store.auth_token,
     ]  # fmt: skip
     assert TOKEN_ENV not in started["env"]
 
 
-def test_bridge_command_exits_with_the_bridge(fake_bridge: FakeBridge) -> None:
-    env = {
-        **os.environ,
-        **fake_bridge.env("exit-after-ready"),
-        "CURSOR_SDK_BRIDGE_BIN": str(fake_bridge.launcher),
-        TOKEN_ENV: STORE_TOKEN,
-    }
-    with bridge_command("--store-url", STORE_URL, env=env) as (process, _):
-        assert process.wait(WAIT_SECONDS) == 5
-
-
-def test_bridge_command_without_a_token_fails_cleanly() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "bridge_store", "bridge", "--store-url", STORE_URL],
-        env=without_store_token(),
+def run_bridge_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge_store", "bridge", *args],
+        env=env,
         capture_output=True,
         text=True,
         timeout=WAIT_SECONDS,
         check=False,
     )
+
+
+def test_bridge_command_failures_are_one_line_and_exit_2(
+    fake_bridge: FakeBridge, memory_store: Sidecar, tmp_path: Path
+) -> None:
+    env = fake_command_env(fake_bridge, CURSOR_SDK_BRIDGE_BIN=str(fake_bridge.launcher))
+    wrong = tmp_path / "wrong.token"
+    wrong.write_text("wrong\n")
+    with closed_port() as unreachable:
+        cases = {
+            "no store token": ["--store-callback-url", memory_store.url],
+            "rejected the auth token": [
+                "--store-callback-url", memory_store.url, "--store-auth-token-file", str(wrong),
+            ],
+            f"cannot reach the store at {unreachable}": [
+                "--store-callback-url", unreachable, "--store-auth-token-file", str(wrong),
+            ],
+            "configure an embedded store": [
+                "--store", "memory://", "--store-callback-url", memory_store.url,
+            ],
+        }  # fmt: skip
+        for message, args in cases.items():
+            result = run_bridge_command(*args, env=env)
+            assert (result.returncode, result.stdout) == (2, ""), message
+            assert result.stderr.startswith("bridge-store: "), result.stderr
+            assert message in result.stderr
+            assert "Traceback" not in result.stderr
+    # None of these got as far as starting the bridge.
+    assert not (fake_bridge.directory / "started.json").exists()
+
+
+def test_bridge_command_shows_the_output_of_a_bridge_that_cannot_start(
+    fake_bridge: FakeBridge,
+) -> None:
+    args = ["--store", "memory://", "--bridge-bin", str(fake_bridge.launcher)]
+    result = run_bridge_command(*args, env=fake_command_env(fake_bridge, "crash"))
     assert result.returncode == 2
-    assert "no store token" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "bridge-store: cursor-sdk-bridge exited with status 3 before it was ready:" in (
+        result.stderr
+    )
+    assert "boom" in result.stderr
 
 
 # -- the sidecar ----------------------------------------------------------------------
@@ -403,61 +728,63 @@ def cursor_api() -> Iterator[CursorApiStub]:
 
 
 @pytest.mark.bridge
-def test_sync_and_async_sdk_clients_reach_the_store_through_the_real_bridge(
+def test_launch_runs_an_agent_on_the_store_through_the_real_bridge(
     tmp_path: Path, cursor_api: CursorApiStub
 ) -> None:
     project = tmp_path / "project"
     project.mkdir()
     env = {"CURSOR_BACKEND_URL": cursor_api.url, "HOME": str(tmp_path)}
-    with (
-        start_sidecar("memory://") as sidecar,
-        launch_bridge(sidecar.url, sidecar.auth_token, workspace=project, env=env) as bridge,
-    ):
-        with bridge.client() as client:
-            agent = client.agents.create(
-                model=MODEL_ID, api_key="key", name="sync", local=local_options(project)
-            )
+    store_file = tmp_path / "agents.db"
+    with launch(f"sqlite:///{store_file}", workspace=project, env=env) as session:
+        pids = session.pids
+        agent = session.client.agents.create(
+            session.agent_options(model=MODEL_ID, api_key="key", name="sync")
+        )
+        result = agent.send("hello").wait()
 
         async def list_names() -> list[str]:
-            async with bridge.async_client() as client:
+            async with session.async_client() as client:
                 page = await client.agents.list()
                 return [item.name for item in page.items]
 
         assert asyncio.run(list_names()) == ["sync"]
+        store = StoreHttpClient(session.store_url, session.store_auth_token)
+        stored = store.call("agents", "get", {"agentId": agent.agent_id})
+        assert (stored["name"], stored["cwd"]) == ("sync", str(project))
+        runs = store.list_all("runs", {"agentIds": [agent.agent_id]})
+        assert [run["runId"] for run in runs] == [result.id]
+        assert [event["seq"] for event in store.events(result.id)][:1] == [1]
+        store.close()
         assert "/auth/exchange_user_api_key" in cursor_api.paths()
-    assert agent.agent_id.startswith("agent-")
-    assert bridge.process.returncode is not None
+    assert result.status == "error"  # the stand-in runs no model
+    assert_all_stopped(pids)
+    assert store_file.exists()
 
 
 @pytest.mark.bridge
-def test_bridge_command_runs_the_real_bridge_against_a_running_store(
+def test_bridge_command_runs_the_real_bridge_on_an_embedded_store(
     tmp_path: Path, cursor_api: CursorApiStub
 ) -> None:
     project = tmp_path / "project"
     project.mkdir()
     env = {**without_store_token(), "CURSOR_BACKEND_URL": cursor_api.url, "HOME": str(tmp_path)}
-    with start_sidecar("memory://") as sidecar:
-        token_file = tmp_path / "store.token"
-        token_file.write_text(sidecar.auth_token + "\n")
-        args = ["--store-url", sidecar.url, "--auth-token-file", str(token_file)]
-        with bridge_command(*args, "--workspace", str(project), env=env) as (process, ready):
-            # What a launcher reading the ready line does with it.
-            endpoint = cursor_sdk.BridgeEndpoint.from_discovery(ready)
-            with cursor_sdk.Client(endpoint, allow_api_key_env_fallback=True) as client:
-                agent = client.agents.create(
-                    model=MODEL_ID, api_key="key", name="via cli", local=local_options(project)
-                )
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(WAIT_SECONDS) == 0
-        with httpx.Client(base_url=sidecar.url, timeout=WAIT_SECONDS) as http:
-            stored = http.post(
-                "sdk.v1.SdkStoreCallbackService/CallStore",
-                json={"substore": "agents", "method": "get", "input": {"agentId": agent.agent_id}},
-                headers={
-                    "Connect-Protocol-Version": "1",
-                    "Authorization": f"Bearer {sidecar.auth_token}",
-                },
+    env.pop("CURSOR_SDK_BRIDGE_BIN", None)
+    store = f"sqlite:///{tmp_path / 'agents.db'}"
+    args = ["--store", store, "--workspace", str(project)]
+    with bridge_command(*args, env=env) as command:
+        children = command.children()
+        # What a Connect client does with the discovery JSON.
+        endpoint = cursor_sdk.BridgeEndpoint.from_discovery(command.discovery)
+        with cursor_sdk.Client(endpoint, allow_api_key_env_fallback=True) as client:
+            agent = client.agents.create(
+                model=MODEL_ID, api_key="key", name="via cli", local=local_options(project)
             )
-        assert stored.json()["output"]["name"] == "via cli"
+        command.process.send_signal(signal.SIGTERM)
+        assert command.process.wait(WAIT_SECONDS) == 0
+    assert_all_stopped(sorted(children))
     # The bridge's own token file went with it.
-    assert not Path(ready["authTokenFile"]).exists()
+    assert not Path(command.discovery["authTokenFile"]).exists()
+    with start_sidecar(store) as again:
+        stored = StoreHttpClient(again.url, again.auth_token)
+        assert stored.call("agents", "get", {"agentId": agent.agent_id})["name"] == "via cli"
+        stored.close()

@@ -1,0 +1,187 @@
+"""Child processes that announce themselves with a JSON ready line on stderr.
+
+Both children of the bundled client (``bridge-store serve`` and ``cursor-sdk-bridge``)
+print one ``<prefix>{JSON}`` line on stderr once they serve. Each runs in its own
+session and is stopped as a process group: the bridge's launcher is a shell script
+that runs Node as its child, so signalling the launcher alone would orphan Node.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, TextIO
+
+from .errors import ConfigurationError
+
+#: Diagnostic lines kept from a child's stderr for error messages.
+TAIL_LINES = 200
+
+
+class StderrPump:
+    """Reads a child's stderr for its whole life, so a chatty child never blocks.
+
+    Remembers the first line starting with ``prefix`` (the ready line) and the last
+    lines for error messages; ``echo`` gets every line as it arrives.
+    """
+
+    def __init__(self, stream: IO[str], prefix: str, echo: TextIO | None) -> None:
+        self._prefix = prefix
+        self._echo = echo
+        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._lock = threading.Lock()
+        self._settled = threading.Event()
+        self.ready_line: str | None = None
+        #: Every process holding the pipe has closed it (usually: the child exited).
+        self.closed = False
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            with self._lock:
+                self._tail.append(line)
+            if self.ready_line is None and line.startswith(self._prefix):
+                self.ready_line = line
+                self._settled.set()
+            if self._echo is not None:
+                # A closed or broken echo target must not stop the draining.
+                with contextlib.suppress(OSError, ValueError):
+                    self._echo.write(line)
+                    self._echo.flush()
+        stream.close()
+        self.closed = True
+        self._settled.set()
+
+    def wait_ready(self, timeout: float) -> str | None:
+        """The ready line, or None if the child closed stderr or ``timeout`` passed."""
+        self._settled.wait(timeout)
+        return self.ready_line
+
+    def tail(self) -> list[str]:
+        with self._lock:
+            return list(self._tail)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def alive(self) -> bool:
+        """Whether some process still holds the stderr pipe open."""
+        return self._thread.is_alive()
+
+
+def _signal_group(process: subprocess.Popen[str], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signum)
+
+
+def stop(process: subprocess.Popen[str], pump: StderrPump, timeout: float) -> int:
+    """Stop the child and everything it started; returns the child's exit status.
+
+    The group is done when every process holding the stderr pipe has closed it; one
+    that ignores SIGTERM for ``timeout`` seconds gets SIGKILL.
+    """
+    if process.poll() is None or pump.alive():
+        _signal_group(process, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout)
+        pump.join(timeout)
+        if process.poll() is None or pump.alive():
+            _signal_group(process, signal.SIGKILL)
+    status = process.wait()
+    pump.join(timeout)
+    return status
+
+
+def describe_status(status: int) -> str:
+    """``exited with status 3`` or ``was killed by SIGKILL``."""
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"was killed by {name}"
+    return f"exited with status {status}"
+
+
+def with_output(message: str, pump: StderrPump) -> str:
+    """``message``, followed by the child's last stderr lines if it wrote any."""
+    output = "".join(pump.tail()).rstrip()
+    return message + (f":\n{output}" if output else "")
+
+
+def start(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    prefix: str,
+    echo: TextIO | None,
+    timeout: float,
+    what: str,
+    stop_timeout: float,
+) -> tuple[subprocess.Popen[str], StderrPump, dict[str, Any]]:
+    """Start a child and wait for its ready line; returns it with the line's JSON.
+
+    A child that fails to get ready is stopped before the ConfigurationError that
+    says why is raised, also when the wait is interrupted.
+    """
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise ConfigurationError(f"cannot start {what} ({argv[0]}): {error}") from None
+    assert process.stderr is not None
+    pump = StderrPump(process.stderr, prefix, echo)
+    try:
+        return process, pump, _await_ready(process, pump, prefix, timeout, what, stop_timeout)
+    except BaseException:
+        # Also when interrupted (Ctrl-C, a signal handler): never leave the child behind.
+        stop(process, pump, stop_timeout)
+        raise
+
+
+def _await_ready(
+    process: subprocess.Popen[str],
+    pump: StderrPump,
+    prefix: str,
+    timeout: float,
+    what: str,
+    stop_timeout: float,
+) -> dict[str, Any]:
+    line = pump.wait_ready(timeout)
+    payload: Any = None
+    if line is not None:
+        try:
+            payload = json.loads(line[len(prefix) :])
+        except json.JSONDecodeError:
+            payload = None
+    if isinstance(payload, dict):
+        return payload
+    if line is not None:
+        reason = f"printed an unreadable ready line {line.strip()!r}"
+    elif pump.closed:
+        # The pipe closes a moment before the exit status can be collected.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(stop_timeout)
+        status = process.poll()
+        reason = (
+            "closed its stderr before it was ready"
+            if status is None
+            else f"{describe_status(status)} before it was ready"
+        )
+    else:
+        reason = f"printed no ready line within {timeout:g}s"
+    raise ConfigurationError(with_output(f"{what} {reason}", pump))
