@@ -176,6 +176,6 @@ def test_list_reads_one_page_off_an_index(populated: str, name: str, query: sa.S
 
 
 def test_idempotency_key_lookup_is_an_index_probe(populated: str) -> None:
-    plan = plan_of(populated, events._by_key("big", "key-500000"))
+    plan = plan_of(populated, events.by_key_query("big", "key-500000"))
     assert [node["Node Type"] for node in nodes(plan)] == ["Index Scan"]
     assert plan["Actual Rows"] == 1

@@ -48,15 +48,21 @@ def list_query(
     return query.order_by(t.c.blob_id, t.c.agent_id).limit(limit)
 
 
+# Built once with bound parameters (see agents.py).
+_GET = sa.select(t.c.data).where(
+    t.c.agent_id == sa.bindparam("b_agent_id"), t.c.blob_id == sa.bindparam("b_blob_id")
+)
+
+
 class SqlCheckpoints:
     def __init__(self, db: Database) -> None:
         self._db = db
 
     async def get(self, agent_id: str, blob_id: str) -> bytes | None:
-        query = sa.select(t.c.data).where(t.c.agent_id == agent_id, t.c.blob_id == blob_id)
+        params = {"b_agent_id": agent_id, "b_blob_id": blob_id}
 
         def work(conn: sa.Connection) -> bytes | None:
-            return conn.scalar(query)
+            return conn.scalar(_GET, params)
 
         return await self._db.read(work, what="checkpoints.get")
 

@@ -65,18 +65,36 @@ _APPEND_WITH_KEY = sa.text(
 ).columns(seq=sa.BigInteger(), doc=sa.Text())
 
 
-def _by_key(run_id: str, key: str) -> sa.Select[tuple[int, str]]:
-    return sa.select(t.c.seq, t.c.doc).where(t.c.run_id == run_id, t.c.idempotency_key == key)
+_BY_KEY = sa.select(t.c.seq, t.c.doc).where(
+    t.c.run_id == sa.bindparam("b_run_id"), t.c.idempotency_key == sa.bindparam("b_key")
+)
+
+
+def by_key_query(run_id: str, key: str) -> sa.Select[tuple[int, str]]:
+    """The idempotency-key lookup with its parameters bound (for EXPLAIN in tests)."""
+    return _BY_KEY.params(b_run_id=run_id, b_key=key)
+
+
+def _by_key(conn: sa.Connection, run_id: str, key: str) -> sa.Result[tuple[int, str]]:
+    return conn.execute(_BY_KEY, {"b_run_id": run_id, "b_key": key})
+
+
+# Built once with bound parameters (see agents.py): a primary-key range scan,
+# (run_id, seq) > (run_id, after_seq).
+_LIST = (
+    sa.select(t.c.seq, t.c.doc)
+    .where(
+        t.c.run_id == sa.bindparam("b_run_id"),
+        t.c.seq > sa.bindparam("b_after_seq", type_=sa.BigInteger()),
+    )
+    .order_by(t.c.seq)
+    .limit(sa.bindparam("b_limit", type_=sa.Integer()))
+)
 
 
 def list_query(run_id: str, *, after_seq: int, limit: int) -> sa.Select[tuple[int, str]]:
-    """A primary-key range scan: (run_id, seq) > (run_id, after_seq)."""
-    return (
-        sa.select(t.c.seq, t.c.doc)
-        .where(t.c.run_id == run_id, t.c.seq > after_seq)
-        .order_by(t.c.seq)
-        .limit(limit)
-    )
+    """The list statement with its parameters bound (for EXPLAIN in the plan tests)."""
+    return _LIST.params(b_run_id=run_id, b_after_seq=after_seq, b_limit=limit)
 
 
 # An append answers (seq, None) when it stored the event, or (seq, doc) of the event
@@ -116,7 +134,7 @@ def _append_sqlite(conn: sa.Connection, event: Document, doc: str) -> Appended:
     seq = (conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
     if seq is not None:
         return seq, None
-    existing = (conn.execute(_by_key(run_id, key))).one()
+    existing = _by_key(conn, run_id, key).one()
     return existing.seq, existing.doc
 
 
@@ -144,7 +162,7 @@ class SqlRunEvents:
                 raise
 
             def winner(conn: sa.Connection) -> tuple[int, str] | None:
-                row = (conn.execute(_by_key(run_id, key))).one_or_none()
+                row = _by_key(conn, run_id, key).one_or_none()
                 return (row.seq, row.doc) if row is not None else None
 
             found = await self._db.read(winner, what="runEvents.append")
@@ -155,10 +173,10 @@ class SqlRunEvents:
         return stored_event(event if stored is None else documents.load(stored), seq)
 
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
-        query = list_query(run_id, after_seq=after_seq, limit=limit)
+        params = {"b_run_id": run_id, "b_after_seq": after_seq, "b_limit": limit}
 
         def work(conn: sa.Connection) -> list[tuple[int, str]]:
-            return [(row.seq, row.doc) for row in conn.execute(query)]
+            return [(row.seq, row.doc) for row in conn.execute(_LIST, params)]
 
         rows = await self._db.read(work, what="runEvents.list")
         return [stored_event(documents.load(doc), seq) for seq, doc in rows]

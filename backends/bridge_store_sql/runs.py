@@ -61,15 +61,26 @@ def list_query(
     return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(limit)
 
 
+# Built once with bound parameters (see agents.py).
+_GET = sa.select(t.c.doc).where(
+    t.c.agent_id == sa.bindparam("b_agent_id"), t.c.run_id == sa.bindparam("b_run_id")
+)
+_UPDATE = (
+    sa.update(t)
+    .where(t.c.agent_id == sa.bindparam("b_agent_id"), t.c.run_id == sa.bindparam("b_run_id"))
+    .values(turn_number=sa.bindparam("b_turn_number"), doc=sa.bindparam("b_doc"))
+)
+
+
 class SqlRuns:
     def __init__(self, db: Database) -> None:
         self._db = db
 
     async def get(self, agent_id: str, run_id: str) -> Document | None:
-        query = sa.select(t.c.doc).where(t.c.agent_id == agent_id, t.c.run_id == run_id)
+        params = {"b_agent_id": agent_id, "b_run_id": run_id}
 
         def work(conn: sa.Connection) -> str | None:
-            return conn.scalar(query)
+            return conn.scalar(_GET, params)
 
         text = await self._db.read(work, what="runs.get")
         return documents.load(text) if text is not None else None
@@ -83,15 +94,10 @@ class SqlRuns:
         return run
 
     async def update(self, run: Document) -> Document:
-        row = _row(run)
-        statement = (
-            sa.update(t)
-            .where(t.c.agent_id == row.pop("agent_id"), t.c.run_id == row.pop("run_id"))
-            .values(**row)
-        )
+        params = {f"b_{column}": value for column, value in _row(run).items()}
 
         def work(conn: sa.Connection) -> int:
-            return (conn.execute(statement)).rowcount
+            return conn.execute(_UPDATE, params).rowcount
 
         if not await self._db.write(work, what="runs.update", atomic=False, retry=True):
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
