@@ -22,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -276,6 +277,16 @@ def measure(
     return row
 
 
+def measure_or_report(
+    target: str, ops: Sequence[mix.Operation], world: mix.World, args: argparse.Namespace
+) -> Row:
+    """:func:`measure`, or a failed row saying why it could not run."""
+    try:
+        return measure(target, ops, world, args)
+    except Exception as error:  # one target's failure must not lose the others' results
+        return Row(target, problems=[f"could not run: {type(error).__name__}: {error}"])
+
+
 def _errors(what: str, result: LoadResult) -> list[str]:
     errors = {kind: count for kind, count in result.errors.items() if count}
     if not errors:
@@ -458,6 +469,9 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
+    # Stopped with SIGTERM, unwind as on Ctrl-C: the servers it started stop, the
+    # Postgres database is dropped, the Redis keys deleted.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         wrk_path()
     except FileNotFoundError as error:
@@ -470,7 +484,7 @@ def main(argv: list[str]) -> int:
     rows = []
     for target in args.targets:
         print(f"bench load: {target} ...", file=sys.stderr, flush=True)
-        row = measure(target, ops, world, args)
+        row = measure_or_report(target, ops, world, args)
         for problem in row.problems:
             print(f"bench load: {target}: {problem}", file=sys.stderr)
         rows.append(row)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
 
-from bench.load import Row, _arguments, judge, table
+from bench import mix, servers
+from bench.load import Row, _arguments, judge, measure_or_report, table
 from bench.loadgen import LoadResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
 from bridge_store.connect import CALL_STORE_PATH
@@ -67,6 +69,20 @@ def test_goals_without_a_comparison_are_unknown() -> None:
     judge(rows, connections=4)
     assert [goal["met"] for goal in rows[0].goals] == [None, None]
     assert "n/a: >= 2x ref: ? n/a; p99 < 10 ms: 5.0 n/a" in table(rows)
+
+
+def test_a_target_that_cannot_start_fails_its_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    monkeypatch.setattr(
+        servers, "POSTGRES_ADMIN_URL", f"postgresql://postgres@127.0.0.1:{closed_port}/postgres"
+    )
+    args = _arguments(["--targets", "postgres"])
+    row = measure_or_report("postgres", mix.operations(), mix.build_world(1), args)
+    assert not row.clean
+    assert row.problems[0].startswith("could not run: ")
+    assert "| postgres | - | - | - | 1 | - | - | - | FAIL (errors) |" in table([row])
 
 
 def test_arguments() -> None:
