@@ -42,7 +42,13 @@ class CallStoreCall:
     input: Any
 
 
+#: Bodies above this size are decoded with an eye on memory rather than speed.
+LARGE_BODY_BYTES = 1024 * 1024
+
+
 class Codec(Protocol):
+    """A Connect codec. ``decode`` may clear a ``bytearray`` body it no longer needs."""
+
     name: str
     #: The ``Content-Type`` of responses in this codec.
     media_type: str
@@ -96,17 +102,22 @@ class JsonCodec:
     that overflow a double, integers beyond 64 bits on the way out) goes through the
     standard library, whose answer is the reference: the same documents are accepted
     and the same errors given. One difference remains: orjson reads an integer literal
-    beyond 64 bits as a double, the value a JavaScript client meant by it.
+    beyond 64 bits as a double, the value a JavaScript client meant by it. Bodies
+    over ``LARGE_BODY_BYTES`` (checkpoints) go to the standard library, which needs
+    fewer copies alive at once.
     """
 
     name = "json"
     media_type = "application/json"
 
     def decode(self, body: bytes | bytearray) -> CallStoreCall:
-        try:
-            message = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            message = self._decode_exactly(body)
+        if len(body) > LARGE_BODY_BYTES:
+            message = self._decode_large(body)
+        else:
+            try:
+                message = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                message = self._decode_exactly(body)
         if not isinstance(message, dict):
             raise invalid_argument("request body must be a JSON object")
         data = message.get("input")
@@ -115,10 +126,26 @@ class JsonCodec:
         # in Connect servers, so newer clients can add fields.
         return CallStoreCall(message.get("substore", ""), message.get("method", ""), data)
 
-    @staticmethod
-    def _decode_exactly(body: bytes | bytearray) -> Any:
+    def _decode_large(self, body: bytes | bytearray) -> Any:
+        """A checkpoint body, parsed with as few copies alive at once as possible.
+
+        orjson copies its whole input before parsing, so the body, that copy and the
+        parsed base64 string would all be alive at once (4x the blob at peak). The
+        standard library parses a str in place: the body becomes a str, the body's
+        bytes are freed, and only the str and what is parsed out of it remain.
+        """
         try:
-            return _decoder.decode(body.decode("utf-8"))
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise invalid_argument("request body is not valid UTF-8") from None
+        if isinstance(body, bytearray):
+            body.clear()
+        return self._decode_exactly(text)
+
+    @staticmethod
+    def _decode_exactly(body: str | bytes | bytearray) -> Any:
+        try:
+            return _decoder.decode(body if isinstance(body, str) else body.decode("utf-8"))
         except UnicodeDecodeError:
             raise invalid_argument("request body is not valid UTF-8") from None
         except json.JSONDecodeError as error:
@@ -187,6 +214,8 @@ class ProtoCodec:
             message = CallStoreRequest.FromString(body)  # type: ignore[arg-type]
         except DecodeError:
             raise invalid_argument("request body is not a valid sdk.v1.CallStoreRequest") from None
+        if len(body) > LARGE_BODY_BYTES and isinstance(body, bytearray):
+            body.clear()  # the parsed message holds its own copy of every string
         data = from_struct(message.input) if message.HasField("input") else None
         return CallStoreCall(message.substore, message.method, data)
 

@@ -150,14 +150,16 @@ async def _checkpoints_get(stores: Stores, data: Document) -> Document | None:
     )
     if blob is None:
         return {"found": False}
-    return {"found": True, "data": c.encode_blob(blob)}
+    text = c.encode_blob(blob)
+    del blob  # unless the backend keeps it, the bytes are freed before the body is built
+    return {"found": True, "data": text}
 
 
 async def _checkpoints_create(stores: Stores, data: Document) -> Document | None:
     await stores.checkpoints.create(
         c.require_id(data, "agentId", _IN),
         c.require_id(data, "blobId", _IN),
-        c.decode_blob(data, _IN),
+        c.take_blob(data, _IN),
     )
     return None
 
@@ -166,7 +168,7 @@ async def _checkpoints_update(stores: Stores, data: Document) -> Document | None
     await stores.checkpoints.update(
         c.require_id(data, "agentId", _IN),
         c.require_id(data, "blobId", _IN),
-        c.decode_blob(data, _IN),
+        c.take_blob(data, _IN),
     )
     return None
 

@@ -7,6 +7,7 @@ raise on request); every test checks afterwards that the server still serves.
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
 import logging
@@ -21,7 +22,7 @@ import httpx
 import pytest
 from google.protobuf import struct_pb2
 
-from bridge_store import _compression
+from bridge_store import _codecs, _compression
 from bridge_store._codecs import MAX_DEPTH
 from bridge_store._compression import COMPRESS_MIN_BYTES
 from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
@@ -615,3 +616,68 @@ def test_backend_exception_is_internal_and_logged_without_secrets(
     assert "driver exploded" in logged  # the traceback is there for the operator
     assert TOKEN not in logged
     assert SECRET not in logged
+
+
+# -- large bodies (checkpoints) --------------------------------------------------------
+# Bodies over LARGE_BODY_BYTES take the JSON codec's memory-saving path; the threshold is
+# lowered here so bodies under this server's request limit take it.
+SMALL_LARGE_BODY_BYTES = 1024
+
+
+@pytest.fixture
+def large_body_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_codecs, "LARGE_BODY_BYTES", SMALL_LARGE_BODY_BYTES)
+
+
+@pytest.mark.usefixtures("large_body_path")
+def test_large_json_checkpoint_round_trips(client: httpx.Client) -> None:
+    blob = bytes(range(256)) * (4 * SMALL_LARGE_BODY_BYTES // 256)
+    data = base64.b64encode(blob).decode("ascii")
+    created = client.post(
+        CALL_STORE_PATH,
+        content=json_body("checkpoints", "create", {"agentId": "a", "blobId": "big", "data": data}),
+        headers=headers(),
+    )
+    assert (created.status_code, created.json()) == (200, {})
+    got = client.post(
+        CALL_STORE_PATH,
+        content=json_body("checkpoints", "get", {"agentId": "a", "blobId": "big"}),
+        headers=headers(),
+    )
+    assert got.status_code == 200
+    assert base64.b64decode(got.json()["output"]["data"]) == blob
+
+
+@pytest.mark.usefixtures("large_body_path")
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b'{"substore":"checkpoints","method":"create","input":{"data":"' + b"\xff" * 10, "UTF-8"),
+        (b'{"substore":"checkpoints","method":"create","input":{"data":"AAAA', "not valid JSON"),
+    ],
+)
+def test_large_malformed_bodies_are_invalid_argument(
+    client: httpx.Client, body: bytes, fragment: str
+) -> None:
+    padded = body + b"A" * (SMALL_LARGE_BODY_BYTES + 1)
+    message = expect_error(
+        client.post(CALL_STORE_PATH, content=padded, headers=headers()), 400, "invalid_argument"
+    )
+    assert fragment in message
+
+
+@pytest.mark.usefixtures("large_body_path")
+def test_large_proto_checkpoint_round_trips(client: httpx.Client) -> None:
+    # The codec frees the body once parsed: the parsed message must not alias it.
+    blob = bytes(range(256)) * (4 * SMALL_LARGE_BODY_BYTES // 256)
+    data = base64.b64encode(blob).decode("ascii")
+    body = proto_body("checkpoints", "create", {"agentId": "p", "blobId": "big", "data": data})
+    created = client.post(CALL_STORE_PATH, content=body, headers=headers(PROTO))
+    assert created.status_code == 200
+    got = client.post(
+        CALL_STORE_PATH,
+        content=proto_body("checkpoints", "get", {"agentId": "p", "blobId": "big"}),
+        headers=headers(PROTO),
+    )
+    output = CallStoreResponse.FromString(got.content).output
+    assert base64.b64decode(output["data"]) == blob
