@@ -270,8 +270,21 @@ def take_blob(parent: dict[str, Any], field: str) -> bytes:
     return blob
 
 
-def encode_blob(data: bytes) -> str:
-    return binascii.b2a_base64(data, newline=False).decode("ascii")
+#: Encoding a blob in pieces of this many bytes (a multiple of 3, so the pieces join
+#: into the base64 of the whole) keeps the blob's bytes, its base64 bytes and its base64
+#: text from all being alive at once: only one piece at a time is in two forms.
+_BASE64_PIECE_BYTES = 3 * 1024 * 1024
+
+
+def base64_pieces(data: bytes) -> list[str]:
+    """The base64 text of ``data`` in pieces; ``"".join`` them for the whole."""
+    view = memoryview(data)
+    return [
+        binascii.b2a_base64(view[start : start + _BASE64_PIECE_BYTES], newline=False).decode(
+            "ascii"
+        )
+        for start in range(0, len(view), _BASE64_PIECE_BYTES)
+    ]
 
 
 # -- cursors --------------------------------------------------------------------------

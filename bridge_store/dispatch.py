@@ -150,9 +150,11 @@ async def _checkpoints_get(stores: Stores, data: Document) -> Document | None:
     )
     if blob is None:
         return {"found": False}
-    text = c.encode_blob(blob)
-    del blob  # unless the backend keeps it, the bytes are freed before the body is built
-    return {"found": True, "data": text}
+    pieces = c.base64_pieces(blob)
+    # Unless the backend keeps the bytes, they are freed before the pieces are joined:
+    # the blob, its text in pieces and the joined text are never alive all at once.
+    del blob
+    return {"found": True, "data": "".join(pieces)}
 
 
 async def _checkpoints_create(stores: Stores, data: Document) -> Document | None:
