@@ -306,6 +306,10 @@ def judge(rows: list[Row], connections: int) -> None:
             other = by_target.get(name)
             ours, theirs = row.ops_per_second, other.ops_per_second if other else None
             row.ratios[f"vs_{name}"] = ours / theirs if ours and theirs else None
+            # The same ratio from CPU per request, which other load on the machine
+            # moves less (the backends' own servers' CPU is not counted).
+            ours, theirs = row.cpu_ms_per_op, other.cpu_ms_per_op if other else None
+            row.ratios[f"cpu_vs_{name}"] = theirs / ours if ours and theirs else None
         for measure_, threshold in GOALS.get(row.target, []):
             goal: dict[str, Any] = {"measure": measure_, "threshold": threshold}
             if measure_ == "p99_ms":

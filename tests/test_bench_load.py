@@ -18,19 +18,22 @@ from tests.support.inprocess import running
 NO_ERRORS = {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
 
 
-def _row(target: str, ops_per_s: float, p99: float = 5.0) -> Row:
+def _row(target: str, ops_per_s: float, p99: float = 5.0, cpu_s: float | None = None) -> Row:
     result = LoadResult(
         requests=int(ops_per_s * 10),
         duration_s=10.0,
         errors=dict(NO_ERRORS),
         latency_ms={"p50": 1.0, "p99": p99},
     )
-    return Row(target, timed=result)
+    row = Row(target, timed=result)
+    if cpu_s is not None:
+        row.details["server_cpu_s"] = cpu_s
+    return row
 
 
 def test_goals_pass_and_fail_on_the_ratios() -> None:
     rows = [
-        _row("memory", 6000),
+        _row("memory", 6000, cpu_s=9.6),
         _row("sqlite", 1500),
         _row("postgres", 2500, p99=12.0),
         _row("reference", 1000),
@@ -38,8 +41,12 @@ def test_goals_pass_and_fail_on_the_ratios() -> None:
     ]
     judge(rows, connections=16)
     memory, sqlite, postgres, reference, ceiling = rows
-    memory.details["server_cpu_s"] = 9.6  # 60,000 requests
-    assert memory.ratios == {"vs_reference": 6.0, "vs_ceiling": pytest.approx(2 / 3)}
+    assert memory.ratios == {
+        "vs_reference": 6.0,
+        "vs_ceiling": pytest.approx(2 / 3),
+        "cpu_vs_reference": None,
+        "cpu_vs_ceiling": None,
+    }
     assert [goal["met"] for goal in memory.goals] == [True, True]
     assert [goal["met"] for goal in sqlite.goals] == [False]
     assert [goal["met"] for goal in postgres.goals] == [True, False]
@@ -59,9 +66,16 @@ def test_errors_fail_the_row_and_its_goals() -> None:
     rows = [broken, _row("reference", 1000), _row("ceiling", 9000)]
     judge(rows, connections=16)
     assert broken.ops_per_second is None
-    assert broken.ratios == {"vs_reference": None, "vs_ceiling": None}
+    assert broken.ratios["vs_reference"] is broken.ratios["vs_ceiling"] is None
     assert all(goal["met"] is False for goal in broken.goals)
     assert "| memory | 9,000 | 1.00 | 5.00 | 3 | - | - | - | FAIL (errors) |" in table(rows)
+
+
+def test_cpu_ratios() -> None:
+    rows = [_row("memory", 3000, cpu_s=7.5), _row("ceiling", 3500, cpu_s=7.0)]
+    judge(rows, connections=16)
+    # 0.25 ms/op against the ceiling's 0.2 ms/op.
+    assert rows[0].ratios["cpu_vs_ceiling"] == pytest.approx(0.8)
 
 
 def test_goals_without_a_comparison_are_unknown() -> None:
