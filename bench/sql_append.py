@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from bridge_store.contract import new_event
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
+from bridge_store_sql.engine import PostgresDatabase
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -38,7 +39,7 @@ ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 class WriteCounter:
     def __init__(self, backend: SqlBackend) -> None:
         self.writes = 0
-        if backend.db.dialect == "postgresql":
+        if isinstance(backend.db, PostgresDatabase):
             sa.event.listen(backend.db.engine.sync_engine, "checkout", self._wrap)
 
     def _wrap(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

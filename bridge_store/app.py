@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
-from .dispatch import Stores, call_store
+from .dispatch import INCOMPRESSIBLE, Stores, call_store
 from .errors import unavailable
 from .plugins import get_plugin_manager
 from .routing import open_stores
@@ -83,7 +83,10 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     endpoint = CallStoreEndpoint(
-        handle, auth_token=config.auth_token, max_request_bytes=config.max_request_bytes
+        handle,
+        auth_token=config.auth_token,
+        max_request_bytes=config.max_request_bytes,
+        incompressible=INCOMPRESSIBLE,
     )
     routes = [
         Route(CALL_STORE_PATH, endpoint, methods=["POST"]),

@@ -170,10 +170,19 @@ class CallStoreEndpoint:
     the per-call CPU on the hot path (bench/, docs/connect.md).
     """
 
-    def __init__(self, handler: CallHandler, *, auth_token: str, max_request_bytes: int) -> None:
+    def __init__(
+        self,
+        handler: CallHandler,
+        *,
+        auth_token: str,
+        max_request_bytes: int,
+        incompressible: frozenset[tuple[str, str]] = frozenset(),
+    ) -> None:
         self._handler = handler
         self._token = auth_token.encode("utf-8")
         self._limit = max_request_bytes
+        #: (substore, method) pairs whose answers are never gzipped (see dispatch).
+        self._incompressible = incompressible
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -207,24 +216,28 @@ class CallStoreEndpoint:
             check_protocol_version(headers.get(b"connect-protocol-version"))
             timeout = timeout_seconds(headers.get(b"connect-timeout-ms"))
             if timeout is None:
-                output = await self._read_and_call(codec, headers, receive, encoding)
+                output, compressible = await self._read_and_call(codec, headers, receive, encoding)
             else:
                 try:
                     async with asyncio.timeout(timeout) as deadline:
-                        output = await self._read_and_call(codec, headers, receive, encoding)
+                        output, compressible = await self._read_and_call(
+                            codec, headers, receive, encoding
+                        )
                 except TimeoutError:
                     if not deadline.expired():
                         raise
                     raise ConnectError(
                         Code.DEADLINE_EXCEEDED, "Connect-Timeout-Ms elapsed"
                     ) from None
-            return await self._encode(codec, output, headers.get(b"accept-encoding", ""))
+            accept_encoding = headers.get(b"accept-encoding", "") if compressible else ""
+            return await self._encode(codec, output, accept_encoding)
         except ConnectError as error:
             return error_response(error)
 
     async def _read_and_call(
         self, codec: Codec, headers: dict[bytes, str], receive: Receive, encoding: str
-    ) -> Document | None:
+    ) -> tuple[Document | None, bool]:
+        """The call's output, and whether its answer may be compressed."""
         body: bytes | bytearray = await read_body(
             receive, headers.get(b"content-length"), self._limit
         )
@@ -234,7 +247,9 @@ class CallStoreEndpoint:
         call = codec.decode(body)
         # Not kept while the store works: a checkpoint body can be 100 MiB.
         del body
-        return await self._call(call)
+        named = isinstance(call.substore, str) and isinstance(call.method, str)
+        compressible = not (named and (call.substore, call.method) in self._incompressible)
+        return await self._call(call), compressible
 
     def _authenticated(self, header: str | None) -> bool:
         scheme, _, token = (header or "").partition(" ")

@@ -73,6 +73,7 @@ class WriteCounter:
 
     def __init__(self, backend: SqlBackend) -> None:
         self.writes = 0
+        assert isinstance(backend.db, PostgresDatabase)
         sa.event.listen(backend.db.engine.sync_engine, "checkout", self._wrap)
 
     def _wrap(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

@@ -40,8 +40,13 @@ class PostgresSettings:
     """Where and how to connect; ``dsn`` is a plain ``postgresql://`` URL for asyncpg."""
 
     dsn: str
-    pool_size: int = 5
-    max_overflow: int = 5
+    #: Connections kept open. No overflow by default: a connection opened for a burst
+    #: and closed when returned costs 12-24 ms (TLS negotiation included) and its
+    #: statements are prepared again; calls beyond the pool wait for a free connection,
+    #: which on a busy server is no slower (bench load, 16 connections: 60 distinct
+    #: Postgres backends in 4 s with 5 + 5, 16 with a fixed pool).
+    pool_size: int = 10
+    max_overflow: int = 0
     #: Seconds to wait for a free pooled connection before answering ``unavailable``.
     pool_timeout: float = 10.0
     #: Replace connections older than this many seconds (-1: never).
