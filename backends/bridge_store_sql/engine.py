@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import functools
 import importlib.util
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util import greenlet_spawn
 
 from bridge_store.errors import ConfigurationError, unavailable
 from bridge_store.urls import redact
@@ -267,32 +267,42 @@ class PostgresDatabase(Database):
         return self._engine
 
     async def read(self, work: Work[T], *, what: str) -> T:
-        return await self._run(work, self._read_connection, retry=True, what=what)
+        def unit() -> T:
+            with self._sync_autocommit().connect() as conn:
+                return work(conn)
+
+        return await self._run(unit, retry=True, what=what)
 
     async def write(self, work: Work[T], *, what: str, atomic: bool, retry: bool) -> T:
-        def connection() -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
-            return self._write_connection(atomic=atomic)
+        def unit() -> T:
+            if not atomic:  # one self-contained statement: autocommit, one round trip
+                with self._sync_autocommit().connect() as conn:
+                    return work(conn)
+            with self._sync_engine().begin() as conn:
+                return work(conn)
 
-        return await self._run(work, connection, retry=retry, what=what)
+        return await self._run(unit, retry=retry, what=what)
 
     async def migrate(self, work: Work[T], *, what: str) -> T:
-        return await self._run(work, self._migration_connection, retry=False, what=what)
+        def unit() -> T:
+            with self._sync_engine().begin() as conn:
+                # Released at commit; a second server starting against the same empty
+                # database waits here, then finds the schema at head.
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
+                return work(conn)
 
-    async def _run(
-        self,
-        work: Work[T],
-        connection: Callable[[], contextlib.AbstractAsyncContextManager[AsyncConnection]],
-        *,
-        retry: bool,
-        what: str,
-    ) -> T:
+        return await self._run(unit, retry=False, what=what)
+
+    async def _run(self, unit: Callable[[], T], *, retry: bool, what: str) -> T:
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                async with connection() as conn:
-                    # One greenlet for the whole unit of work; each statement in it
-                    # awaits asyncpg on this event loop.
-                    return await conn.run_sync(work)
+                # The whole unit (pool checkout, statements, commit, return to the
+                # pool) runs in one greenlet on the sync face of the async engine;
+                # each driver call in it awaits asyncpg on this event loop. Entering
+                # an AsyncConnection, run_sync and leaving it again cost three
+                # greenlets and their bookkeeping per call instead (~18% more CPU).
+                return await greenlet_spawn(unit)
             except Exception as error:
                 if attempt < attempts and faults.is_disconnect(error):
                     continue
@@ -301,6 +311,14 @@ class PostgresDatabase(Database):
                     raise
                 raise translated from error
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _sync_engine(self) -> sa.Engine:
+        return self.engine.sync_engine
+
+    def _sync_autocommit(self) -> sa.Engine:
+        if self._autocommit is None:
+            raise RuntimeError("the database is not started")
+        return self._autocommit.sync_engine
 
     async def start(self) -> None:
         asyncpg = _import_asyncpg()
@@ -340,27 +358,3 @@ class PostgresDatabase(Database):
         if self._engine is not None:
             await self._engine.dispose()
         self._engine = self._autocommit = None
-
-    @contextlib.asynccontextmanager
-    async def _read_connection(self) -> AsyncIterator[AsyncConnection]:
-        if self._autocommit is None:
-            raise RuntimeError("the database is not started")
-        async with self._autocommit.connect() as conn:
-            yield conn
-
-    @contextlib.asynccontextmanager
-    async def _write_connection(self, *, atomic: bool) -> AsyncIterator[AsyncConnection]:
-        if not atomic:
-            async with self._read_connection() as conn:
-                yield conn
-            return
-        async with self.engine.begin() as conn:
-            yield conn
-
-    @contextlib.asynccontextmanager
-    async def _migration_connection(self) -> AsyncIterator[AsyncConnection]:
-        async with self.engine.begin() as conn:
-            # Released at commit; a second server starting against the same empty
-            # database waits here, then finds the schema at head.
-            await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
-            yield conn
