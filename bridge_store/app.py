@@ -87,6 +87,7 @@ def create_app(
         auth_token=config.auth_token,
         max_request_bytes=config.max_request_bytes,
         incompressible=INCOMPRESSIBLE,
+        compress_min_bytes=config.compress_min_bytes,
     )
     routes = [
         Route(CALL_STORE_PATH, endpoint, methods=["POST"]),

@@ -15,6 +15,7 @@ from types import FrameType
 
 import uvicorn
 
+from ._compression import DEFAULT_COMPRESS_MIN_BYTES
 from .client import BRIDGE_BIN_ENV, bridge_main
 from .config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from .errors import ConfigurationError
@@ -74,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_REQUEST_BYTES,
         metavar="N",
         help="largest request body accepted, after decompression (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--gzip-min-bytes",
+        type=int,
+        default=DEFAULT_COMPRESS_MIN_BYTES,
+        metavar="N",
+        help=(
+            "gzip responses of at least N bytes for clients that accept it; 0 never "
+            "compresses. On loopback or a fast LAN gzip costs more than it saves; lower "
+            "it for stores reached over slow links (default: %(default)s)"
+        ),
     )
     serve.add_argument(
         "--no-migrate",
@@ -274,12 +286,15 @@ def serve(args: argparse.Namespace) -> int:
     resolve(get_plugin_manager(), routes)
     if args.max_request_bytes < 1:
         raise ConfigurationError("--max-request-bytes must be positive")
+    if args.gzip_min_bytes < 0:
+        raise ConfigurationError("--gzip-min-bytes must not be negative")
     token = load_or_generate(args.auth_token_file, dict(os.environ))
     config = ServerConfig(
         routes=routes,
         auth_token=token.value,
         max_request_bytes=args.max_request_bytes,
         migrate=args.migrate,
+        compress_min_bytes=args.gzip_min_bytes,
     )
     listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]

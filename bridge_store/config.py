@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._compression import DEFAULT_COMPRESS_MIN_BYTES
 from .routing import Routes
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
@@ -20,15 +21,20 @@ class ServerConfig:
 
     ``auth_token`` is the bearer token every CallStore request must carry.
     ``migrate`` brings SQL schemas to the latest revision when the server starts.
+    ``compress_min_bytes``: gzip responses at least this large when the client accepts
+    it; 0 never compresses.
     """
 
     routes: Routes
     auth_token: str
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     migrate: bool = True
+    compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES
 
     def __post_init__(self) -> None:
         if not self.auth_token:
             raise ValueError("auth_token must not be empty")
         if self.max_request_bytes < 1:
             raise ValueError("max_request_bytes must be positive")
+        if self.compress_min_bytes < 0:
+            raise ValueError("compress_min_bytes must not be negative")

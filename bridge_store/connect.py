@@ -23,7 +23,13 @@ from typing import Any
 from starlette.types import Message, Receive, Scope, Send
 
 from ._codecs import CODECS, CallStoreCall, Codec
-from ._compression import compress, gunzip, should_compress, too_large
+from ._compression import (
+    DEFAULT_COMPRESS_MIN_BYTES,
+    compress,
+    gunzip,
+    should_compress,
+    too_large,
+)
 from .errors import Code, ConnectError, invalid_argument
 from .types import Document
 
@@ -177,12 +183,14 @@ class CallStoreEndpoint:
         auth_token: str,
         max_request_bytes: int,
         incompressible: frozenset[tuple[str, str]] = frozenset(),
+        compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
     ) -> None:
         self._handler = handler
         self._token = auth_token.encode("utf-8")
         self._limit = max_request_bytes
         #: (substore, method) pairs whose answers are never gzipped (see dispatch).
         self._incompressible = incompressible
+        self._compress_min_bytes = compress_min_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -276,7 +284,7 @@ class CallStoreEndpoint:
         except Exception:
             logger.exception("CallStore output could not be encoded as %s", codec.name)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
-        if should_compress(len(body), accept_encoding):
+        if should_compress(len(body), accept_encoding, self._compress_min_bytes):
             return Reply(
                 200,
                 await compress(body),

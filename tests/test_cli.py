@@ -235,6 +235,10 @@ def _has_established_connection(pid: int) -> bool:
             ["--store", "memory://", "--max-request-bytes", "0"],
             "--max-request-bytes must be positive",
         ),
+        (
+            ["--store", "memory://", "--gzip-min-bytes", "-1"],
+            "--gzip-min-bytes must not be negative",
+        ),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -24,7 +24,7 @@ from google.protobuf import struct_pb2
 
 from bridge_store import _codecs, _compression
 from bridge_store._codecs import MAX_DEPTH
-from bridge_store._compression import COMPRESS_MIN_BYTES
+from bridge_store._compression import DEFAULT_COMPRESS_MIN_BYTES, should_compress
 from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
@@ -42,6 +42,9 @@ from tests.support.inprocess import running
 
 TOKEN = "test-token-\u00e9-not-logged"  # non-ASCII on purpose: headers are bytes
 LIMIT = 16 * 1024
+#: This server gzips from 1 KiB (the default is 64 KiB), so compressed answers fit
+#: under its request limit.
+COMPRESS_MIN_BYTES = 1024
 SLOW_AGENT = "slow-agent"
 FAILING_AGENT = "failing-agent"
 SECRET = "blob-secret-do-not-log"
@@ -84,6 +87,7 @@ def base_url() -> Iterator[str]:
         ),
         auth_token=TOKEN,
         max_request_bytes=LIMIT,
+        compress_min_bytes=COMPRESS_MIN_BYTES,
     )
     app = create_app(config, plugin_manager=get_plugin_manager(plugins=[FaultyPlugin()]))
     with running(app) as url:
@@ -382,6 +386,20 @@ def test_small_response_not_compressed(client: httpx.Client) -> None:
     )
     assert response.status_code == 200
     assert "content-encoding" not in response.headers
+
+
+@pytest.mark.parametrize(
+    ("size", "min_bytes", "expected"),
+    [
+        (DEFAULT_COMPRESS_MIN_BYTES - 1, DEFAULT_COMPRESS_MIN_BYTES, False),
+        (DEFAULT_COMPRESS_MIN_BYTES, DEFAULT_COMPRESS_MIN_BYTES, True),
+        (10 * 1024 * 1024, DEFAULT_COMPRESS_MIN_BYTES, False),  # a blob: sent plain
+        (DEFAULT_COMPRESS_MIN_BYTES, 0, False),  # 0: compression off
+        (1, 0, False),
+    ],
+)
+def test_compression_threshold(size: int, min_bytes: int, expected: bool) -> None:
+    assert should_compress(size, "gzip, br", min_bytes) is expected
 
 
 def test_checkpoint_blobs_are_not_compressed(client: httpx.Client) -> None:
