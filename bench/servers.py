@@ -203,6 +203,7 @@ def serve_ceiling() -> None:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        proxy_headers=False,
     )
     Announcing(config).run(sockets=[listener])
 

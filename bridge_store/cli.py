@@ -309,6 +309,9 @@ def serve(args: argparse.Namespace) -> int:
             access_log=args.access_log,
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
             lifespan="on",
+            # Client addresses only ever reach the access log, so X-Forwarded-For is not
+            # worth uvicorn's middleware on every call (~2% of the CPU of a small one).
+            proxy_headers=False,
         ),
         ready,
     )
