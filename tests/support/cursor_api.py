@@ -10,6 +10,7 @@ the store, which is exactly the traffic the end-to-end tests want to see.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,18 @@ EXCHANGE_PATH = "/auth/exchange_user_api_key"
 MODELS_PATH = "/v1/models"
 RUN_PATH = "/agent.v1.AgentService/RunSSE"
 REFUSAL_MESSAGE = "the stand-in Cursor API runs no models"
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Drops connections the bridge resets without printing a traceback for each."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +73,7 @@ class CursorApiStub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._requests: list[Request] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="cursor-api-stub", daemon=True
