@@ -20,44 +20,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 import uuid
-from typing import Any
+from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
-import sqlalchemy as sa
+
+# Run as a script: the repository root holds tests.support (the round-trip counter).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bridge_store.contract import new_event
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import PostgresDatabase
+from tests.support.round_trips import WriteCounter
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-class WriteCounter:
-    def __init__(self, backend: SqlBackend) -> None:
-        self.writes = 0
-        if isinstance(backend.db, PostgresDatabase):
-            sa.event.listen(backend.db.engine.sync_engine, "checkout", self._wrap)
-
-    def _wrap(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        transport = dbapi_connection.driver_connection._transport
-        if getattr(transport, "counted", False):
-            return
-        send = transport.write
-
-        def counting_write(data: bytes) -> None:
-            self.writes += 1
-            send(data)
-
-        transport.write = counting_write
-        transport.counted = True
-
-
 async def run_case(
-    backend: SqlBackend, counter: WriteCounter, args: argparse.Namespace, *, keyed: bool
+    backend: SqlBackend, counter: WriteCounter | None, args: argparse.Namespace, *, keyed: bool
 ) -> None:
     events = backend.run_events
     prefix = uuid.uuid4().hex[:8]
@@ -87,7 +71,7 @@ async def run_case(
             for n in range(args.concurrency * 2)
         )
     )
-    writes_before = counter.writes
+    writes_before = counter.writes if counter is not None else 0
     started, cpu_started = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
     elapsed = time.perf_counter() - started
@@ -99,8 +83,8 @@ async def run_case(
         f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:6.2f} ms   "
         f"CPU {cpu / args.appends * 1000:5.2f} ms/append"
     )
-    if backend.db.dialect == "postgresql":
-        line += f"   round trips/append {(counter.writes - writes_before) / args.appends:.2f}"
+    if counter is not None:
+        line += f"   round trips/append {counter.per_call(args.appends, writes_before):.2f}"
     print(line)
 
 
@@ -108,7 +92,8 @@ async def bench(url: str, args: argparse.Namespace) -> None:
     backend = open_backend(get_plugin_manager(), url)
     assert isinstance(backend, SqlBackend)
     await backend.start(migrate=True)
-    counter = WriteCounter(backend)
+    # Round trips are counted on Postgres; SQLite runs in this process.
+    counter = WriteCounter(backend.db) if isinstance(backend.db, PostgresDatabase) else None
     try:
         print(
             f"{backend.db.dialect}: {args.appends} appends, {args.runs} runs, "

@@ -6,10 +6,8 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from bridge_store.conformance import StoreConformance
 from bridge_store.contract import new_event
@@ -20,6 +18,7 @@ from bridge_store_sql.engine import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
 
 from .support.postgres import database_url, execute, fetch, free_port, terminate_connections
+from .support.round_trips import WriteCounter
 from .test_sql_sqlite import SqlBackendChecks
 
 pytestmark = pytest.mark.postgres
@@ -68,33 +67,9 @@ def dsn(backend: SqlBackend) -> str:
     return backend.db.settings.dsn
 
 
-class WriteCounter:
-    """Counts the writes asyncpg makes to its sockets: one per round trip it starts."""
-
-    def __init__(self, backend: SqlBackend) -> None:
-        self.writes = 0
-        assert isinstance(backend.db, PostgresDatabase)
-        sa.event.listen(backend.db.engine.sync_engine, "checkout", self._wrap)
-
-    def _wrap(self, dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-        transport = dbapi_connection.driver_connection._transport
-        if getattr(transport, "counted", False):
-            return
-        send = transport.write
-
-        def counting_write(data: bytes) -> None:
-            self.writes += 1
-            send(data)
-
-        transport.write = counting_write
-        transport.counted = True
-
-    def per_call(self, calls: int, before: int) -> float:
-        return (self.writes - before) / calls
-
-
 async def test_append_is_one_round_trip(backend: SqlBackend) -> None:
-    counter = WriteCounter(backend)
+    assert isinstance(backend.db, PostgresDatabase)
+    counter = WriteCounter(backend.db)
     events = backend.run_events
 
     async def append(key: str | None) -> None:
