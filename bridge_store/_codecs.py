@@ -18,6 +18,7 @@ import orjson
 from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 
+from . import jsontext
 from ._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
@@ -89,9 +90,6 @@ def _finite_float(text: str) -> float:
 
 
 _decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
-# ensure_ascii: a JavaScript client may send lone surrogates ("\ud83d" from a string
-# cut in the middle of an emoji); escaped, they round-trip instead of failing to encode.
-_encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 class JsonCodec:
@@ -157,11 +155,7 @@ class JsonCodec:
 
     def encode(self, output: Document | None) -> bytes:
         message = {} if output is None else {"output": output}
-        try:
-            return orjson.dumps(message)
-        except TypeError:
-            # Lone surrogates (escaped by ensure_ascii) or integers beyond 64 bits.
-            return _encoder.encode(message).encode("utf-8")
+        return jsontext.dumps(message, allow_nan=False)
 
 
 def from_value(value: struct_pb2.Value) -> Any:

@@ -16,13 +16,13 @@ from typing import Any
 import orjson
 
 
-def dumps(value: Any) -> bytes:
-    """Compact JSON as UTF-8 bytes."""
+def dumps(value: Any, *, allow_nan: bool = True) -> bytes:
+    """Compact JSON as UTF-8 bytes; ``allow_nan`` as in ``json.dumps``, for the fallback."""
     try:
         return orjson.dumps(value)
     except TypeError:
         # ensure_ascii escapes lone surrogates, which have no UTF-8 form.
-        return json.dumps(value, separators=(",", ":")).encode("ascii")
+        return json.dumps(value, separators=(",", ":"), allow_nan=allow_nan).encode("ascii")
 
 
 def dumps_text(value: Any) -> str:

@@ -225,10 +225,7 @@ class SqliteDatabase(Database):
         except ClosedError:
             raise unavailable(f"{what}: the store is closing") from None
         except Exception as error:
-            translated = faults.translate(error, what)
-            if translated is None:
-                raise
-            raise translated from error
+            faults.reraise(error, what)
 
 
 # -- Postgres --------------------------------------------------------------------------
@@ -306,10 +303,7 @@ class PostgresDatabase(Database):
             except Exception as error:
                 if attempt < attempts and faults.is_disconnect(error):
                     continue
-                translated = faults.translate(error, what)
-                if translated is None:
-                    raise
-                raise translated from error
+                faults.reraise(error, what)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _sync_engine(self) -> sa.Engine:

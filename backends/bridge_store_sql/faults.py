@@ -8,6 +8,8 @@ store (a NUL character in a Postgres text column, a lone surrogate) is
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import sqlalchemy.exc as sa_exc
 
 from bridge_store.errors import ConnectError, invalid_argument, unavailable
@@ -68,3 +70,11 @@ def translate(error: BaseException, what: str) -> ConnectError | None:
         if message.startswith("no such table"):
             return unavailable(f"{what}: {_SCHEMA_HINT}")
     return None
+
+
+def reraise(error: Exception, what: str) -> NoReturn:
+    """Raise ``error`` as its ConnectError, or unchanged when it is unexpected (a bug)."""
+    translated = translate(error, what)
+    if translated is None:
+        raise error
+    raise translated from error
