@@ -739,3 +739,25 @@ def test_large_proto_checkpoint_round_trips(client: httpx.Client) -> None:
     got_data = CallStoreResponse.FromString(got.content).output["data"]
     assert isinstance(got_data, str)
     assert base64.b64decode(got_data) == blob
+
+
+def test_lone_surrogates_round_trip_through_json_and_become_u_fffd_in_proto(
+    client: httpx.Client,
+) -> None:
+    # A JavaScript client may cut a string inside an emoji; JSON keeps the half it sent.
+    doc = agent("half-emoji", name="cut \ud83d")
+    body = json.dumps({"substore": "agents", "method": "create", "input": {"agent": doc}})
+    assert client.post(CALL_STORE_PATH, content=body.encode(), headers=headers()).status_code == 200
+    got = client.post(
+        CALL_STORE_PATH,
+        content=json_body("agents", "get", {"agentId": "half-emoji"}),
+        headers=headers(),
+    )
+    assert b'"cut \\ud83d"' in got.content
+    assert got.json()["output"]["name"] == "cut \ud83d"
+    as_proto = client.post(
+        CALL_STORE_PATH,
+        content=proto_body("agents", "get", {"agentId": "half-emoji"}),
+        headers=headers(PROTO),
+    )
+    assert CallStoreResponse.FromString(as_proto.content).output["name"] == "cut \ufffd"
