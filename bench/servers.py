@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from bridge_store.cli import UVICORN_SETTINGS
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
 
@@ -195,15 +196,10 @@ def serve_ceiling() -> None:
                 _announce(f"http://127.0.0.1:{listener.getsockname()[1]}/")
 
     listener = _listener()
-    # bridge-store serve's uvicorn settings (bridge_store/cli.py), spelled out.
+    # bridge-store serve's own uvicorn settings; uvicorn picks httptools and uvloop,
+    # both installed with bridge-store, as it does for serve.
     config = uvicorn.Config(
-        ceiling_app(),
-        http="httptools",
-        loop="uvloop",
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        proxy_headers=False,
+        ceiling_app(), log_level="warning", access_log=False, **UVICORN_SETTINGS
     )
     Announcing(config).run(sockets=[listener])
 

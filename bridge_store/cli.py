@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from types import FrameType
+from typing import Any
 
 import uvicorn
 
@@ -307,11 +308,7 @@ def serve(args: argparse.Namespace) -> int:
             create_app(config),
             log_level=args.log_level,
             access_log=args.access_log,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-            lifespan="on",
-            # Client addresses only ever reach the access log, so X-Forwarded-For is not
-            # worth uvicorn's middleware on every call (~2% of the CPU of a small one).
-            proxy_headers=False,
+            **UVICORN_SETTINGS,
         ),
         ready,
     )
@@ -322,6 +319,16 @@ def serve(args: argparse.Namespace) -> int:
         signal.signal(stop_signal, _stopped)
     server.run(sockets=[listener])
     return 0 if server.started else 1
+
+
+#: uvicorn settings of ``serve`` besides logging (the bench's ceiling runs on them too).
+UVICORN_SETTINGS: dict[str, Any] = {
+    "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS,
+    "lifespan": "on",
+    # Client addresses only ever reach the access log, so X-Forwarded-For is not worth
+    # uvicorn's middleware on every call (~2% of the CPU of a small one).
+    "proxy_headers": False,
+}
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
