@@ -35,7 +35,7 @@ from bench.connect_overhead import (
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.routing import Routes
+from bridge_store.stores import Routes
 
 CLEAR_EVENTS = json.dumps(
     {"substore": "runEvents", "method": "delete", "input": {"filter": {}}}

@@ -34,10 +34,10 @@ from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreResponse,
 )
 from bridge_store.config import ServerConfig
-from bridge_store.dispatch import Stores, call_store
+from bridge_store.dispatch import call_store
 from bridge_store.errors import ConnectError
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.routing import open_stores
+from bridge_store.stores import Stores, open_stores
 from bridge_store.types import Document
 
 SERVICE = "sdk.v1.SdkStoreCallbackService"

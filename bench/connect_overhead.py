@@ -127,7 +127,7 @@ def serve(impl: str, port: int) -> None:
     import uvicorn
 
     from bridge_store.config import ServerConfig
-    from bridge_store.routing import Routes
+    from bridge_store.stores import Routes
 
     config = ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN)
     if impl == "ours":

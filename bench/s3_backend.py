@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from bridge_store.conformance.harness import StoreClient, agent, run  # noqa: E402
 from bridge_store.plugins import get_plugin_manager  # noqa: E402
-from bridge_store.routing import Routes, open_stores  # noqa: E402
+from bridge_store.stores import Routes, open_stores  # noqa: E402
 
 SERVER_SCRIPT = """
 import sys, time

@@ -44,9 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge_store.conformance.harness import agent, run
-from bridge_store.contract import stored_event
 from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import AgentPosition, Backend, RunPosition
+from bridge_store.substores import AgentPosition, Backend, RunPosition, stored_event
 from bridge_store.types import Document
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
@@ -294,7 +293,7 @@ class RedisTarget(Target):
         # The members APPEND_EVENT writes, written with pipelined ZADDs.
         import redis.asyncio
 
-        from bridge_store_redis._docs import encode
+        from bridge_store.jsontext import dumps
         from bridge_store_redis.events import SEQ_WIDTH
         from bridge_store_redis.keys import KeySpace, utf8
 
@@ -303,7 +302,7 @@ class RedisTarget(Target):
         try:
             for chunk in range(1, count + 1, 10_000):
                 members = {
-                    b"%0*d" % (SEQ_WIDTH, seq) + encode(make_event(run_id, seq)): seq
+                    b"%0*d" % (SEQ_WIDTH, seq) + dumps(make_event(run_id, seq)): seq
                     for seq in range(chunk, min(count + 1, chunk + 10_000))
                 }
                 await client.zadd(keys.event_log(run_id), members)
@@ -367,7 +366,7 @@ class S3Target(Target):
 
     async def load_events(self, backend: Backend, run_id: str, count: int) -> None:
         # The objects an append writes, put concurrently at their final keys.
-        from bridge_store_s3._index import encode_doc
+        from bridge_store.jsontext import dumps
         from bridge_store_s3.backend import S3Backend
 
         assert isinstance(backend, S3Backend)
@@ -375,7 +374,7 @@ class S3Target(Target):
 
         async def put(seq: int) -> None:
             stored = stored_event(make_event(run_id, seq), seq)
-            await bucket.put(layout.event(run_id, seq), encode_doc(stored))
+            await bucket.put(layout.event(run_id, seq), dumps(stored))
 
         await concurrently(count + 1, 1, put)
 

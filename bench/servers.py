@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from bridge_store.cli import UVICORN_SETTINGS
+from bridge_store.cli.serve import UVICORN_SETTINGS
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
 

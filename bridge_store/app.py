@@ -15,10 +15,10 @@ from starlette.types import Receive, Scope, Send
 
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
-from .dispatch import INCOMPRESSIBLE, Stores, call_store
+from .dispatch import INCOMPRESSIBLE, call_store
 from .errors import unavailable
 from .plugins import get_plugin_manager
-from .routing import open_stores
+from .stores import Stores, open_stores
 from .types import Document
 
 HEALTH_PATH = "/healthz"

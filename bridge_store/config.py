@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._compression import DEFAULT_COMPRESS_MIN_BYTES
-from .routing import Routes
+from .stores import Routes
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
 READY_PREFIX = "bridge-store ready "

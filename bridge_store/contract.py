@@ -193,23 +193,6 @@ def validate_run(value: Any, field: str) -> Document:
     return run
 
 
-def agent_position(agent: Document) -> AgentPosition:
-    return AgentPosition(updated_at=agent["updatedAt"], agent_id=agent["agentId"])
-
-
-def run_position(run: Document) -> RunPosition:
-    return RunPosition(turn_number=run["turnNumber"], run_id=run["runId"], agent_id=run["agentId"])
-
-
-def stored_event(event: Document, seq: int) -> Document:
-    """The stored form of an appended event: its fields in the bridge's own order."""
-    ordered: Document = {"runId": event["runId"], "seq": seq, "offset": str(seq)}
-    for key, value in event.items():
-        if key not in ordered:
-            ordered[key] = value
-    return ordered
-
-
 def new_event(value: Any, field: str) -> Document:
     """The event to append, from runEvents.append input (without seq/offset)."""
     data = require_object(value, field)

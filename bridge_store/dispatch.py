@@ -7,24 +7,13 @@ request into (substore, method, input) and encodes whatever this returns.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from . import contract as c
 from .errors import Code, ConnectError
-from .substores import AgentStore, CheckpointStore, RunEventStore, RunStore
+from .stores import Stores
+from .substores import agent_position, run_position
 from .types import Document
-
-
-@dataclass(frozen=True, slots=True)
-class Stores:
-    """The implementation serving each substore (possibly from different backends)."""
-
-    agents: AgentStore
-    runs: RunStore
-    run_events: RunEventStore
-    checkpoints: CheckpointStore
-
 
 Handler = Callable[[Stores, Document], Awaitable[Document | None]]
 
@@ -67,7 +56,7 @@ async def _agents_list(stores: Stores, data: Document) -> Document | None:
     items, more = c.page(rows, limit)
     result: Document = {"items": items}
     if more:
-        result["nextCursor"] = c.agent_cursor(c.agent_position(items[-1]))
+        result["nextCursor"] = c.agent_cursor(agent_position(items[-1]))
     return result
 
 
@@ -110,7 +99,7 @@ async def _runs_list(stores: Stores, data: Document) -> Document | None:
     items, more = c.page(rows, limit)
     result: Document = {"items": items}
     if more:
-        result["nextCursor"] = c.run_cursor(c.run_position(items[-1]))
+        result["nextCursor"] = c.run_cursor(run_position(items[-1]))
     return result
 
 

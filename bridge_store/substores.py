@@ -1,4 +1,9 @@
-"""What a storage backend implements: the four substores and their lifecycle.
+"""The backend API: what a storage backend implements, and what it builds with.
+
+A backend implements :class:`Backend` and the substore protocols. Besides this
+module it needs only :mod:`bridge_store.errors` (the errors it raises),
+:mod:`bridge_store.jsontext` (how documents become bytes) and ``hookimpl`` (from
+:mod:`bridge_store`) to register.
 
 The contract layer (:mod:`bridge_store.contract`) validates every request before it
 reaches a backend, so implementations receive well-typed arguments and only decide how
@@ -53,6 +58,25 @@ class BlobRef:
     agent_id: str
 
 
+def agent_position(agent: Document) -> AgentPosition:
+    """Where ``agent`` sorts in list order."""
+    return AgentPosition(updated_at=agent["updatedAt"], agent_id=agent["agentId"])
+
+
+def run_position(run: Document) -> RunPosition:
+    """Where ``run`` sorts in list order."""
+    return RunPosition(turn_number=run["turnNumber"], run_id=run["runId"], agent_id=run["agentId"])
+
+
+def stored_event(event: Document, seq: int) -> Document:
+    """The stored form of an appended event: its fields in the bridge's own order."""
+    ordered: Document = {"runId": event["runId"], "seq": seq, "offset": str(seq)}
+    for key, value in event.items():
+        if key not in ordered:
+            ordered[key] = value
+    return ordered
+
+
 class AgentStore(Protocol):
     async def get(self, agent_id: str) -> Document | None:
         """The stored agent document, or None."""
@@ -102,10 +126,9 @@ class RunEventStore(Protocol):
 
         ``event`` holds every field but ``seq`` and ``offset``; the backend assigns the
         next seq of the run (1, 2, 3 ... with no gaps, even when appends race from
-        several processes) and builds the stored document with
-        :func:`bridge_store.contract.stored_event`. When ``event["idempotencyKey"]`` is
-        not None and the run already has an event with that key, the backend returns
-        that event unchanged and appends nothing.
+        several processes) and builds the stored document with :func:`stored_event`.
+        When ``event["idempotencyKey"]`` is not None and the run already has an event
+        with that key, the backend returns that event unchanged and appends nothing.
         """
 
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +33,31 @@ def load_or_generate(token_file: str | None, environ: dict[str, str]) -> AuthTok
         return AuthToken(from_env)
     path = Path(token_file or DEFAULT_TOKEN_FILE)
     if token_file is not None and path.exists():
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as error:
-            raise ConfigurationError(f"cannot read auth token file {path}: {error}") from None
-        if not value:
-            raise ConfigurationError(f"auth token file {path} is empty")
-        return AuthToken(value)
+        return AuthToken(read_token_file(path))
     value = secrets.token_urlsafe(32)
     write_private(path, value)
     return AuthToken(value, generated_file=path.resolve())
+
+
+def read_auth_token(token_file: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str:
+    """A running store's token, for a client: the environment's, else ``token_file``'s."""
+    from_env = environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return from_env
+    if token_file is None:
+        raise ConfigurationError(f"no store token: set {TOKEN_ENV} or pass --store-auth-token-file")
+    return read_token_file(Path(token_file))
+
+
+def read_token_file(path: Path) -> str:
+    """The token in ``path``; ConfigurationError when it cannot be read or is empty."""
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise ConfigurationError(f"cannot read auth token file {path}: {error}") from None
+    if not value:
+        raise ConfigurationError(f"auth token file {path} is empty")
+    return value
 
 
 def write_private(path: Path, value: str) -> None:

@@ -16,7 +16,7 @@ from bench.load import CallStoreClient, audit, preflight, seed
 from bench.reference_store import ReferenceStore
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
-from bridge_store.routing import Routes
+from bridge_store.stores import Routes
 from tests.support.inprocess import running
 
 TOKEN = "bench-test-token"

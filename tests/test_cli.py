@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.cli import STORE_FLAG_ENV, build_parser, routes_from
+from bridge_store.cli import build_parser
+from bridge_store.cli.store_options import STORE_FLAG_ENV, routes_from
 from bridge_store.config import READY_PREFIX
-from bridge_store.routing import Routes
+from bridge_store.stores import Routes
 from bridge_store.urls import redact
 
 from .support.server import CALL_STORE_PATH, serve, start_server

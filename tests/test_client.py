@@ -26,6 +26,7 @@ import cursor_sdk
 import httpx
 import pytest
 
+from bridge_store.cli.bridge import bridge_main
 from bridge_store.client import (
     BRIDGE_READY_PREFIX,
     INSTALL_HINT,
@@ -33,18 +34,16 @@ from bridge_store.client import (
     SessionError,
     Sidecar,
     bridge_argv,
-    bridge_main,
     bridge_path,
     check_store,
     launch,
     launch_bridge,
     local_options,
-    read_auth_token,
     start_sidecar,
 )
 from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
-from bridge_store.tokens import TOKEN_ENV
+from bridge_store.tokens import TOKEN_ENV, read_auth_token
 from tests.support.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.processes import descendants, running, still_running
 from tests.support.server import StoreHttpClient

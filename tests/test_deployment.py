@@ -19,9 +19,10 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from bridge_store.cli import STORE_FLAG_ENV, build_parser, routes_from
+from bridge_store.cli import build_parser
+from bridge_store.cli.store_options import STORE_FLAG_ENV, routes_from
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.routing import resolve
+from bridge_store.stores import resolve
 from bridge_store.tokens import TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parent.parent

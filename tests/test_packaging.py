@@ -56,7 +56,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
-        "bridge_store/cli.py",
+        "bridge_store/cli/__init__.py",
         "bridge_store/py.typed",
         "bridge_store/_generated/sdk/v1/sdk_store_callback_service_pb2.py",
         "bridge_store/conformance/suite.py",

@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from bridge_store import hookimpl
 from bridge_store.dispatch import call_store
 from bridge_store.errors import ConfigurationError
-from bridge_store.hookspecs import hookimpl
 from bridge_store.plugins import get_plugin_manager, known_schemes, open_backend
-from bridge_store.routing import Routes, open_stores
+from bridge_store.stores import Routes, open_stores
 from bridge_store.types import Document
 from bridge_store_memory import MemoryBackend
 

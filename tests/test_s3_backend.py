@@ -19,10 +19,11 @@ from bridge_store.conformance.harness import agent, run
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.types import Document
-from bridge_store_s3._bucket import Bucket, PreconditionFailed
-from bridge_store_s3._config import parse_url
-from bridge_store_s3._keys import Layout
+from bridge_store_s3._bucket import Bucket
 from bridge_store_s3.backend import S3Backend
+from bridge_store_s3.errors import PreconditionFailed
+from bridge_store_s3.keys import Layout
+from bridge_store_s3.settings import parse_url
 from tests.support.s3 import BUCKET, MakeS3Url, S3Server
 
 pytestmark = pytest.mark.s3

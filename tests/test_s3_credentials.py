@@ -11,9 +11,9 @@ import pytest
 
 from bridge_store.errors import ConfigurationError
 from bridge_store_s3._bucket import _store_options
-from bridge_store_s3._config import parse_url
 from bridge_store_s3._credentials import ProfileCredentials
 from bridge_store_s3.backend import S3Backend
+from bridge_store_s3.settings import parse_url
 from tests.support.s3 import BUCKET, REGION, S3Server
 
 pytestmark = pytest.mark.s3

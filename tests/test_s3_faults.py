@@ -10,8 +10,8 @@ import pytest
 
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store_s3._config import parse_url
 from bridge_store_s3.backend import S3Backend
+from bridge_store_s3.settings import parse_url
 from tests.support.s3 import S3Server
 from tests.support.server import serve
 

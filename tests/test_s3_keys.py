@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bridge_store.errors import Code, ConnectError
-from bridge_store_s3._keys import (
+from bridge_store_s3.keys import (
     MAX_KEY_BYTES,
     PAST_REVS,
     Layout,

@@ -16,8 +16,8 @@ import pytest
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.harness import StoreClient, agent, run
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.routing import Routes, open_stores
-from bridge_store_s3._config import parse_url
+from bridge_store.stores import Routes, open_stores
+from bridge_store_s3.settings import parse_url
 from bridge_store_sql.tables import VERSION_TABLE
 from tests.support.postgres import execute, fetch
 from tests.support.s3 import MakeS3Url, S3Server

@@ -10,7 +10,7 @@ import pytest
 
 from bridge_store.errors import ConfigurationError
 from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store_s3._config import S3Settings, parse_url
+from bridge_store_s3.settings import S3Settings, parse_url
 
 
 def test_bucket_and_prefix_with_defaults() -> None:

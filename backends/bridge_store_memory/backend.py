@@ -11,15 +11,36 @@ import bisect
 import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
-from bridge_store.contract import agent_position, run_position, stored_event
 from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import AgentPosition, BlobRef, RunPosition
-from bridge_store.types import Document, copy_json
+from bridge_store.substores import (
+    AgentPosition,
+    BlobRef,
+    RunPosition,
+    agent_position,
+    run_position,
+    stored_event,
+)
+from bridge_store.types import Document
 
 K = TypeVar("K", bound=tuple[object, ...] | BlobRef)
 G = TypeVar("G", bound=Hashable)
+_JSON = TypeVar("_JSON")
+
+
+def copy_json(value: _JSON) -> _JSON:
+    """A deep copy of a JSON value (dicts, lists, scalars).
+
+    About five times faster than ``copy.deepcopy``, which tracks shared references and
+    dispatches on every type; JSON values have neither cycles nor shared parts worth
+    keeping.
+    """
+    if isinstance(value, dict):
+        return cast(_JSON, {key: copy_json(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return cast(_JSON, [copy_json(item) for item in value])
+    return value  # str, int, float, bool, None: immutable
 
 
 class _Index(Generic[K]):

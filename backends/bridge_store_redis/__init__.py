@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from bridge_store import hookimpl
 from bridge_store.errors import ConfigurationError
-from bridge_store.hookspecs import hookimpl
 
 from .settings import SCHEMES, parse_url
 

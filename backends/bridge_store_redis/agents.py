@@ -19,12 +19,12 @@ from typing import Literal
 from redis.asyncio import Redis
 
 from bridge_store.errors import already_exists, not_found
+from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import AgentPosition
 from bridge_store.types import Document
 
-from ._docs import decode, encode
-from ._errors import redis_errors
 from ._rows import Range, RowTable
+from .errors import redis_errors
 from .keys import INT_WIDTH, TOP, KeySpace, sortable_int, terminated, utf8
 from .scripts import Scripts
 
@@ -42,7 +42,7 @@ class RedisAgents:
     @redis_errors
     async def get(self, agent_id: str) -> Document | None:
         raw = await self._table.get(utf8(agent_id))
-        return decode(raw) if raw is not None else None
+        return loads_document(raw) if raw is not None else None
 
     @redis_errors
     async def create(self, agent: Document) -> Document:
@@ -59,7 +59,7 @@ class RedisAgents:
     async def _put(self, mode: Literal["create", "update"], agent: Document) -> bool:
         order = _order_member(agent["updatedAt"], agent["agentId"])
         members = [order, terminated(agent["cwd"]) + order]
-        return await self._table.put(mode, utf8(agent["agentId"]), encode(agent), members)
+        return await self._table.put(mode, utf8(agent["agentId"]), dumps(agent), members)
 
     @redis_errors
     async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
@@ -87,4 +87,4 @@ class RedisAgents:
         )
         span = Range(low=b"[" + prefix, high=high, skip=len(prefix) + INT_WIDTH)
         [rows] = await self._table.read(index, [span], limit=limit, reverse=True)
-        return [decode(row.value) for row in rows if row.value is not None]
+        return [loads_document(row.value) for row in rows if row.value is not None]

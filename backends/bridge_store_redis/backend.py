@@ -11,9 +11,9 @@ from redis.backoff import NoBackoff
 
 from bridge_store.errors import ConfigurationError
 
-from ._errors import redis_errors
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
+from .errors import redis_errors
 from .events import RedisRunEvents
 from .keys import KeySpace
 from .runs import RedisRuns

@@ -23,8 +23,8 @@ from redis.asyncio import Redis
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
 
-from ._errors import redis_errors
 from ._rows import DELETE_BATCH, Range, read_ranges
+from .errors import redis_errors
 from .keys import KeySpace, from_utf8, split_terminated, terminated, utf8
 from .scripts import Scripts
 

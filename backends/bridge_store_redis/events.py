@@ -28,12 +28,12 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from bridge_store.contract import stored_event
+from bridge_store.jsontext import dumps, loads_document
+from bridge_store.substores import stored_event
 from bridge_store.types import Document
 
-from ._docs import decode, encode
-from ._errors import redis_errors
 from ._rows import DELETE_BATCH
+from .errors import redis_errors
 from .keys import KeySpace, from_utf8, utf8
 from .scripts import Scripts
 
@@ -42,7 +42,7 @@ SEQ_WIDTH = 16
 
 
 def _stored(member: bytes) -> Document:
-    return stored_event(decode(member[SEQ_WIDTH:]), int(member[:SEQ_WIDTH]))
+    return stored_event(loads_document(member[SEQ_WIDTH:]), int(member[:SEQ_WIDTH]))
 
 
 class RedisRunEvents:
@@ -63,7 +63,7 @@ class RedisRunEvents:
                 self._keys.event_keys(run_id),
                 self._keys.event_runs(),
             ],
-            args=[utf8(run_id), encode(event), utf8(event["idempotencyKey"] or ""), self._ttl_ms],
+            args=[utf8(run_id), dumps(event), utf8(event["idempotencyKey"] or ""), self._ttl_ms],
         )
         if len(result) == 1:
             return stored_event(event, int(result[0]))

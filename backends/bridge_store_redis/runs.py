@@ -20,14 +20,13 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
-from bridge_store.contract import run_position
 from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import RunPosition
+from bridge_store.jsontext import dumps, loads_document
+from bridge_store.substores import RunPosition, run_position
 from bridge_store.types import Document
 
-from ._docs import decode, encode
-from ._errors import redis_errors
 from ._rows import Range, RowTable
+from .errors import redis_errors
 from .keys import INT_WIDTH, KeySpace, sortable_int, terminated, utf8
 from .scripts import Scripts
 
@@ -49,7 +48,7 @@ class RedisRuns:
     @redis_errors
     async def get(self, agent_id: str, run_id: str) -> Document | None:
         raw = await self._table.get(_field(agent_id, run_id))
-        return decode(raw) if raw is not None else None
+        return loads_document(raw) if raw is not None else None
 
     @redis_errors
     async def create(self, run: Document) -> Document:
@@ -72,7 +71,7 @@ class RedisRuns:
             terminated(agent_id) + turn + terminated(run_id),
             terminated(run_id) + turn + utf8(agent_id),
         ]
-        return await self._table.put(mode, field, encode(run), members)
+        return await self._table.put(mode, field, dumps(run), members)
 
     @redis_errors
     async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
@@ -99,7 +98,9 @@ class RedisRuns:
         if agent_ids is not None and run_ids is not None:
             # Both filters name rows outright: read them and order them here.
             fields = [_field(a, r) for a in agent_ids for r in run_ids]
-            docs = [decode(raw) for raw in await self._table.get_many(fields) if raw is not None]
+            docs = [
+                loads_document(raw) for raw in await self._table.get_many(fields) if raw is not None
+            ]
             return _merge([docs], after, limit)
         if agent_ids is not None:
             spans = [_agent_span(agent_id, after) for agent_id in agent_ids]
@@ -113,7 +114,10 @@ class RedisRuns:
                 span = span.with_low(b"(" + _turn_member(after))
             pages = await self._table.read(_BY_TURN, [span], limit=limit)
         return _merge(
-            [[decode(row.value) for row in page if row.value is not None] for page in pages],
+            [
+                [loads_document(row.value) for row in page if row.value is not None]
+                for page in pages
+            ],
             after,
             limit,
         )

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from bridge_store import hookimpl
 from bridge_store.errors import ConfigurationError
-from bridge_store.hookspecs import hookimpl
 
-from ._config import parse_url
+from .settings import parse_url
 
 if TYPE_CHECKING:
     from .backend import S3Backend

@@ -6,9 +6,8 @@ backend's small requests it spends 3 to 9 times less client CPU than aiobotocore
 server is mostly small requests.
 
 Everything above this module speaks in keys, bytes, ETags and one exception,
-:class:`PreconditionFailed`; every other failure (refused or lost connections,
-timeouts, throttling and 5xx answers once the bounded retries are spent, denied access)
-leaves as ``unavailable``.
+:class:`~.errors.PreconditionFailed`; every other failure leaves as ``unavailable``
+(see :mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -22,18 +21,21 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import obstore
-from obstore.exceptions import (
-    AlreadyExistsError,
-    BaseError,
-    NotFoundError,
-    PreconditionError,
-)
+from obstore.exceptions import BaseError
 from obstore.store import S3Store
 
 from bridge_store.errors import ConfigurationError, unavailable
 
-from ._config import S3Settings
 from ._credentials import ProfileCredentials
+from .errors import (
+    CONDITION_FAILED,
+    MISSING,
+    REQUEST_FAILED,
+    PreconditionFailed,
+    first_line,
+    request_failed,
+)
+from .settings import S3Settings
 
 if TYPE_CHECKING:
     from obstore import Attributes, PutMode
@@ -44,14 +46,6 @@ _DELETE_BATCH = 1000
 _LIST_PAGE = 1000
 _REV_ATTRIBUTE = "rev"
 _SETTLE_SECONDS = 0.05
-#: obstore reports a missing object as the built-in FileNotFoundError (get) or its own
-#: NotFoundError.
-_MISSING = (FileNotFoundError, NotFoundError)
-
-
-class PreconditionFailed(Exception):
-    """412: ``If-None-Match: *`` met an existing key, or ``If-Match`` a changed or
-    missing object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +66,6 @@ class ObjectHead:
 class Listed:
     key: str
     last_modified: datetime
-
-
-def _first_line(error: BaseException) -> str:
-    # object_store errors carry a multi-line debug dump after the first line.
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _store_options(s: S3Settings) -> dict[str, Any]:
@@ -137,7 +126,7 @@ class Bucket:
             self._store = S3Store(self.settings.bucket, **_store_options(self.settings))
         except BaseError as error:
             raise ConfigurationError(
-                f"cannot set up S3 for {self.settings.describe()}: {_first_line(error)}"
+                f"cannot set up S3 for {self.settings.describe()}: {first_line(error)}"
             ) from None
 
     async def close(self) -> None:
@@ -156,9 +145,7 @@ class Bucket:
         return self._store
 
     def _fail(self, what: str, error: BaseException) -> NoReturn:
-        raise unavailable(
-            f"S3 {what} failed for {self.settings.describe()}: {_first_line(error)}"
-        ) from None
+        raise request_failed(what, self.settings.describe(), error) from None
 
     # -- operations --------------------------------------------------------------------
 
@@ -169,7 +156,7 @@ class Bucket:
                 stream = obstore.list(self._s3, prefix=self.settings.prefix or None, chunk_size=1)
                 async for _ in stream:
                     break
-        except (BaseError, OSError) as error:
+        except REQUEST_FAILED as error:
             if "NoSuchBucket" in str(error):
                 raise ConfigurationError(
                     f"bucket {self.settings.bucket!r} does not exist "
@@ -177,7 +164,7 @@ class Bucket:
                 ) from None
             raise ConfigurationError(
                 f"cannot list bucket {self.settings.bucket!r} ({self.settings.describe()}): "
-                f"{_first_line(error)}"
+                f"{first_line(error)}"
             ) from None
 
     async def get(self, key: str) -> StoredObject | None:
@@ -185,9 +172,9 @@ class Bucket:
             async with self._slots:
                 result = await obstore.get_async(self._s3, key)
                 body = bytes(await result.bytes_async())
-        except _MISSING:
+        except MISSING:
             return None
-        except (BaseError, OSError) as error:
+        except REQUEST_FAILED as error:
             self._fail("GET", error)
         return StoredObject(body=body, etag=result.meta["e_tag"] or "", rev=_rev(result.attributes))
 
@@ -196,9 +183,9 @@ class Bucket:
             async with self._slots:
                 # A HEAD request that also returns the user metadata.
                 result = await obstore.get_async(self._s3, key, options={"head": True})
-        except _MISSING:
+        except MISSING:
             return None
-        except (BaseError, OSError) as error:
+        except REQUEST_FAILED as error:
             self._fail("HEAD", error)
         return ObjectHead(etag=result.meta["e_tag"] or "", rev=_rev(result.attributes))
 
@@ -230,9 +217,9 @@ class Bucket:
                 result = await obstore.put_async(
                     self._s3, key, body, mode=mode, attributes=attributes, use_multipart=False
                 )
-        except (AlreadyExistsError, PreconditionError):
+        except CONDITION_FAILED:
             raise PreconditionFailed(key) from None
-        except (BaseError, OSError) as error:
+        except REQUEST_FAILED as error:
             self._fail("PUT", error)
         return result["e_tag"] or ""
 
@@ -251,7 +238,7 @@ class Bucket:
                     listed.extend(Listed(meta["path"], meta["last_modified"]) for meta in chunk)
                     if len(listed) > wanted:
                         break
-        except (BaseError, OSError) as error:
+        except REQUEST_FAILED as error:
             self._fail("LIST", error)
         return listed[:wanted], len(listed) > wanted
 
@@ -280,7 +267,7 @@ class Bucket:
         try:
             async with self._slots:
                 await obstore.delete_async(self._s3, keys)
-        except (BaseError, OSError) as error:
+        except REQUEST_FAILED as error:
             self._fail("DeleteObjects", error)
 
 

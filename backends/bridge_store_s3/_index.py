@@ -27,7 +27,6 @@ puts them again, so a reader can never collect an entry that turns live later.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import time
@@ -37,9 +36,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from bridge_store.errors import ConnectError, already_exists, not_found, unavailable
+from bridge_store.jsontext import dumps, loads_document
 from bridge_store.types import Document
 
-from ._bucket import Bucket, Listed, PreconditionFailed, backoff
+from ._bucket import Bucket, Listed, backoff
+from .errors import PreconditionFailed
 
 log = logging.getLogger("bridge_store_s3")
 
@@ -53,17 +54,6 @@ T = TypeVar("T")
 
 def new_rev() -> str:
     return secrets.token_hex(8)
-
-
-def encode_doc(doc: Document) -> bytes:
-    # ASCII escapes carry any str, lone surrogates included (valid in JSON text, not
-    # encodable as UTF-8), and they decode back to the same str.
-    return json.dumps(doc, separators=(",", ":")).encode()
-
-
-def decode_doc(body: bytes) -> Document:
-    doc: Document = json.loads(body)
-    return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +116,13 @@ class IndexedDocs:
         stored = await self.bucket.get(key)
         if stored is None:
             return None
-        return Version(doc=decode_doc(stored.body), etag=stored.etag, rev=stored.rev or "")
+        return Version(doc=loads_document(stored.body), etag=stored.etag, rev=stored.rev or "")
 
     async def create(self, doc: Document, name: str) -> None:
         rev = new_rev()
         entries = self.entries_of(doc, rev)
         key = self.key_of(doc)
-        body = encode_doc(doc)
+        body = dumps(doc)
         await put_entries(self.bucket, entries)
         started = time.monotonic()
         if not await put_new(self.bucket, key, body, rev):
@@ -142,7 +132,7 @@ class IndexedDocs:
 
     async def replace(self, doc: Document, name: str) -> None:
         key = self.key_of(doc)
-        body = encode_doc(doc)
+        body = dumps(doc)
         rev = new_rev()
         entries = self.entries_of(doc, rev)
         entries_put_at: float | None = None

@@ -6,13 +6,12 @@ import asyncio
 import builtins
 from collections.abc import Sequence
 
-from bridge_store.contract import agent_position
-from bridge_store.substores import AgentPosition
+from bridge_store.substores import AgentPosition, agent_position
 from bridge_store.types import Document
 
 from ._bucket import Bucket, Listed
 from ._index import IndexedDocs, IndexScan, Version
-from ._keys import PAST_REVS, Layout, checked, last_segment, undescending_hex_id
+from .keys import PAST_REVS, Layout, checked, last_segment, undescending_hex_id
 
 
 def _position(position: AgentPosition) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from bridge_store.errors import already_exists, not_found, unavailable
 from bridge_store.substores import BlobRef
 
-from ._bucket import Bucket, Listed, PreconditionFailed, backoff
+from ._bucket import Bucket, Listed, backoff
 from ._index import (
     MAX_CONFLICTS,
     STALE_GRACE,
@@ -28,7 +28,8 @@ from ._index import (
     put_entries,
     put_new,
 )
-from ._keys import Layout, checked, hex_id, last_segment, unhex_id
+from .errors import PreconditionFailed
+from .keys import Layout, checked, hex_id, last_segment, unhex_id
 
 _PAST = "~"
 

@@ -28,13 +28,15 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
-from bridge_store.contract import stored_event
 from bridge_store.errors import unavailable
+from bridge_store.jsontext import dumps, loads_document
+from bridge_store.substores import stored_event
 from bridge_store.types import Document
 
-from ._bucket import Bucket, PreconditionFailed
-from ._index import MAX_CONFLICTS, decode_doc, encode_doc, new_rev
-from ._keys import Layout, seq_of, unhex_id
+from ._bucket import Bucket
+from ._index import MAX_CONFLICTS, new_rev
+from .errors import PreconditionFailed
+from .keys import Layout, seq_of, unhex_id
 
 #: Runs whose last seq this process remembers; older ones are listed again when needed.
 _CACHED_RUNS = 4096
@@ -94,7 +96,7 @@ class S3RunEvents:
             stored = stored_event(event, seq)
             key = self._layout.event(run_id, seq)
             try:
-                await self._bucket.put(key, encode_doc(stored), rev=token, if_none_match=True)
+                await self._bucket.put(key, dumps(stored), rev=token, if_none_match=True)
             except PreconditionFailed:
                 head = await self._bucket.head(key)
                 if head is None or head.rev != token:
@@ -110,14 +112,14 @@ class S3RunEvents:
         seq = await self._known_last(run_id) + 1
         try:
             etag = await self._bucket.put(
-                claim_key, encode_doc({"event": event, "seq": seq}), if_none_match=True
+                claim_key, dumps({"event": event, "seq": seq}), if_none_match=True
             )
         except PreconditionFailed:
             # Claimed before (or by our own retried put): finish that claim instead.
             claim = await self._bucket.get(claim_key)
             if claim is None:
                 raise _ClaimLost from None
-            data = decode_doc(claim.body)
+            data = loads_document(claim.body)
             event, seq, etag = data["event"], data["seq"], claim.etag
         return await self._settle(run_id, claim_key, event, seq, etag)
 
@@ -129,12 +131,12 @@ class S3RunEvents:
             stored = stored_event(event, seq)
             key = self._layout.event(run_id, seq)
             try:
-                await self._bucket.put(key, encode_doc(stored), if_none_match=True)
+                await self._bucket.put(key, dumps(stored), if_none_match=True)
             except PreconditionFailed:
                 occupant = await self._bucket.get(key)
                 if occupant is None:
                     raise _ClaimLost from None
-                if decode_doc(occupant.body) != stored:
+                if loads_document(occupant.body) != stored:
                     last = await self._scan_last(run_id, after=seq)
                     event, seq, etag = await self._move_claim(claim_key, event, last + 1, etag)
                     continue
@@ -148,13 +150,13 @@ class S3RunEvents:
         """Point the claim at ``seq``; if someone moved it first, follow them instead."""
         try:
             new_etag = await self._bucket.put(
-                claim_key, encode_doc({"event": event, "seq": seq}), if_match=etag
+                claim_key, dumps({"event": event, "seq": seq}), if_match=etag
             )
         except PreconditionFailed:
             claim = await self._bucket.get(claim_key)
             if claim is None:
                 raise _ClaimLost from None
-            data = decode_doc(claim.body)
+            data = loads_document(claim.body)
             return data["event"], data["seq"], claim.etag
         return event, seq, new_etag
 
@@ -194,7 +196,7 @@ class S3RunEvents:
         first = await self._bucket.get(first_key)
         if first is None:
             return []
-        events = [decode_doc(first.body)]
+        events = [loads_document(first.body)]
         if limit == 1:
             return events
         page, _ = await self._bucket.list_page(
@@ -210,7 +212,7 @@ class S3RunEvents:
         for body in bodies:
             if body is None:
                 break
-            events.append(decode_doc(body.body))
+            events.append(loads_document(body.body))
         return events
 
     async def delete(self, run_ids: Sequence[str] | None) -> None:

@@ -11,13 +11,12 @@ import builtins
 import heapq
 from collections.abc import Sequence
 
-from bridge_store.contract import run_position
-from bridge_store.substores import RunPosition
+from bridge_store.substores import RunPosition, run_position
 from bridge_store.types import Document
 
 from ._bucket import Bucket, Listed
 from ._index import IndexedDocs, IndexScan, Version
-from ._keys import Layout, checked, hex_id, last_segment, ordered_int, unhex_id
+from .keys import Layout, checked, hex_id, last_segment, ordered_int, unhex_id
 
 #: Sorts above every rev (hex) and every hex id after a "/".
 _PAST = "~"

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from bridge_store import jsontext
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import AgentPosition
 from bridge_store.types import Document
 
-from . import documents, keyset
+from . import keyset
 from .engine import Database
 from .filters import one_of
 from .tables import agents as t
@@ -22,7 +23,7 @@ def _row(agent: Document) -> dict[str, object]:
         "agent_id": agent["agentId"],
         "cwd": agent["cwd"],
         "updated_at": agent["updatedAt"],
-        "doc": documents.dump(agent),
+        "doc": jsontext.dumps_text(agent),
     }
 
 
@@ -74,7 +75,7 @@ class SqlAgents:
             return conn.scalar(_GET, {"b_agent_id": agent_id})
 
         text = await self._db.read(work, what="agents.get")
-        return documents.load(text) if text is not None else None
+        return jsontext.loads_document(text) if text is not None else None
 
     async def create(self, agent: Document) -> Document:
         def work(conn: sa.Connection) -> bool:
@@ -108,4 +109,6 @@ class SqlAgents:
         def work(conn: sa.Connection) -> list[str]:
             return list(conn.scalars(query))
 
-        return [documents.load(text) for text in await self._db.read(work, what="agents.list")]
+        return [
+            jsontext.loads_document(text) for text in await self._db.read(work, what="agents.list")
+        ]

@@ -17,7 +17,7 @@ calls block, the whole unit of work runs in one hop to a worker thread. Going th
 aiosqlite instead cost a thread hop per statement, BEGIN and COMMIT included: nine per
 append, 2.6 ms of CPU in all, against about 0.3 ms now (bench/sql_append.py).
 
-Failures leave as :class:`~bridge_store.errors.ConnectError` (see :mod:`.faults`).
+Failures leave as :class:`~bridge_store.errors.ConnectError` (see :mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from sqlalchemy.util import greenlet_spawn
 from bridge_store.errors import ConfigurationError, unavailable
 from bridge_store.urls import redact
 
-from . import faults
+from . import errors
 from .settings import PostgresSettings, SqliteSettings
 from .sqlite_threads import BatchingThreads, ClosedError, run_reads, run_writes
 
@@ -225,7 +225,7 @@ class SqliteDatabase(Database):
         except ClosedError:
             raise unavailable(f"{what}: the store is closing") from None
         except Exception as error:
-            faults.reraise(error, what)
+            errors.reraise(error, what)
 
 
 # -- Postgres --------------------------------------------------------------------------
@@ -301,9 +301,9 @@ class PostgresDatabase(Database):
                 # greenlets and their bookkeeping per call instead (~18% more CPU).
                 return await greenlet_spawn(unit)
             except Exception as error:
-                if attempt < attempts and faults.is_disconnect(error):
+                if attempt < attempts and errors.is_disconnect(error):
                     continue
-                faults.reraise(error, what)
+                errors.reraise(error, what)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _sync_engine(self) -> sa.Engine:

@@ -20,10 +20,10 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
-from bridge_store.contract import stored_event
+from bridge_store import jsontext
+from bridge_store.substores import stored_event
 from bridge_store.types import Document
 
-from . import documents
 from .engine import Database
 from .filters import one_of
 from .tables import run_event_counters as counters
@@ -143,7 +143,7 @@ class SqlRunEvents:
         self._db = db
 
     async def append(self, event: Document) -> Document:
-        doc = documents.dump(event)
+        doc = jsontext.dumps_text(event)
         run_id, key = event["runId"], event["idempotencyKey"]
         append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
 
@@ -170,7 +170,7 @@ class SqlRunEvents:
                 raise
             seq, stored = found
         # Ours was stored: the event is what we wrote, no need to parse it back.
-        return stored_event(event if stored is None else documents.load(stored), seq)
+        return stored_event(event if stored is None else jsontext.loads_document(stored), seq)
 
     async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         params = {"b_run_id": run_id, "b_after_seq": after_seq, "b_limit": limit}
@@ -179,7 +179,7 @@ class SqlRunEvents:
             return [(row.seq, row.doc) for row in conn.execute(_LIST, params)]
 
         rows = await self._db.read(work, what="runEvents.list")
-        return [stored_event(documents.load(doc), seq) for seq, doc in rows]
+        return [stored_event(jsontext.loads_document(doc), seq) for seq, doc in rows]
 
     async def delete(self, run_ids: Sequence[str] | None) -> None:
         def work(conn: sa.Connection) -> None:

@@ -7,11 +7,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bridge_store import jsontext
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import RunPosition
 from bridge_store.types import Document
 
-from . import documents, keyset
+from . import keyset
 from .engine import Database
 from .filters import one_of
 from .tables import runs as t
@@ -23,7 +24,7 @@ def _row(run: Document) -> dict[str, Any]:
         "agent_id": run["agentId"],
         "run_id": run["runId"],
         "turn_number": run["turnNumber"],
-        "doc": documents.dump(run),
+        "doc": jsontext.dumps_text(run),
     }
 
 
@@ -83,7 +84,7 @@ class SqlRuns:
             return conn.scalar(_GET, params)
 
         text = await self._db.read(work, what="runs.get")
-        return documents.load(text) if text is not None else None
+        return jsontext.loads_document(text) if text is not None else None
 
     async def create(self, run: Document) -> Document:
         def work(conn: sa.Connection) -> bool:
@@ -124,4 +125,6 @@ class SqlRuns:
         def work(conn: sa.Connection) -> list[str]:
             return list(conn.scalars(query))
 
-        return [documents.load(text) for text in await self._db.read(work, what="runs.list")]
+        return [
+            jsontext.loads_document(text) for text in await self._db.read(work, what="runs.list")
+        ]

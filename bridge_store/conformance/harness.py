@@ -8,8 +8,9 @@ from typing import Any
 
 import pluggy
 
-from bridge_store.dispatch import Stores, call_store
+from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
+from bridge_store.stores import Stores
 from bridge_store.types import Document
 
 

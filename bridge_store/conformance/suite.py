@@ -12,7 +12,7 @@ import pytest
 
 from bridge_store.errors import Code
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.routing import Routes, open_stores
+from bridge_store.stores import Routes, open_stores
 
 from .harness import StoreClient, agent, list_all, run
 

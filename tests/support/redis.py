@@ -29,7 +29,7 @@ import redis
 
 from bridge_store.conformance.harness import StoreClient
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.routing import Routes, open_stores
+from bridge_store.stores import Routes, open_stores
 from bridge_store_redis.keys import KeySpace
 
 MACHINE_REDIS_URL = os.environ.get("BRIDGE_STORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -1,9 +1,10 @@
 """Child processes that announce themselves with a JSON ready line on stderr.
 
-Both children of the bundled client (``bridge-store serve`` and ``cursor-sdk-bridge``)
-print one ``<prefix>{JSON}`` line on stderr once they serve. Each runs in its own
-session and is stopped as a process group: the bridge's launcher is a shell script
-that runs Node as its child, so signalling the launcher alone would orphan Node.
+Both children of the client (``bridge-store serve`` and ``cursor-sdk-bridge``) print
+one ``<prefix>{JSON}`` line on stderr once they serve. Each runs in its own session
+and is stopped as a process group: the bridge's launcher is a shell script that runs
+Node as its child, so signalling the launcher alone would orphan Node.
+:class:`ReadyProcess` is what both children have in common once started.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from typing import IO, Any, TextIO
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import IO, Any, ClassVar, Self, TextIO
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 #: Diagnostic lines kept from a child's stderr for error messages.
 TAIL_LINES = 200
+#: Starting the bridge loads a Node runtime; on a busy two-core machine that takes seconds.
+START_TIMEOUT_SECONDS = 60.0
 
 
 class StderrPump:
@@ -74,6 +79,57 @@ class StderrPump:
     def alive(self) -> bool:
         """Whether some process still holds the stderr pipe open."""
         return self._thread.is_alive()
+
+
+@dataclass(kw_only=True)
+class ReadyProcess:
+    """A child that has printed its ready line; a context manager that stops it on exit.
+
+    ``ready`` is the ready line's JSON. Stopping signals the child's whole process group
+    and waits for it, SIGKILL after :attr:`stop_timeout` seconds.
+    """
+
+    #: How long the child may take to exit after SIGTERM before it gets SIGKILL.
+    stop_timeout: ClassVar[float]
+
+    process: subprocess.Popen[str]
+    ready: dict[str, Any]
+    pump: StderrPump = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stderr_tail(self) -> list[str]:
+        """The child's last stderr lines."""
+        return self.pump.tail()
+
+    def wait(self) -> int:
+        """Wait for the child to exit; its exit status."""
+        return self.process.wait()
+
+    def ended(self, what: str, status: int, when: str) -> str:
+        """``{what} (pid N) exited with status 3 {when}``, then the child's last words.
+
+        For a child that has exited: its last lines follow its exit by a moment.
+        """
+        self.pump.join(1.0)
+        return with_output(f"{what} (pid {self.pid}) {describe_status(status)} {when}", self.pump)
+
+    def close(self) -> int:
+        """SIGTERM the group, SIGKILL what outlives ``stop_timeout``; the exit status."""
+        return stop(self.process, self.pump, self.stop_timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 def _signal_group(process: subprocess.Popen[str], signum: int) -> None:

@@ -1,4 +1,9 @@
-"""Which backend serves which substore: one URL per substore, one backend per URL."""
+"""The stores a server serves from: which backend serves which substore, opened together.
+
+:class:`Routes` names one store URL per substore; one backend is opened per distinct
+URL, and :class:`Stores` holds the substore each call goes to (possibly from different
+backends). :func:`open_stores` starts them all and :class:`OpenStores` closes them.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,21 @@ from typing import TypeVar
 
 import pluggy
 
-from .dispatch import Stores
 from .errors import ConfigurationError
 from .plugins import open_backend
-from .substores import Backend
+from .substores import AgentStore, Backend, CheckpointStore, RunEventStore, RunStore
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """The implementation serving each substore (possibly from different backends)."""
+
+    agents: AgentStore
+    runs: RunStore
+    run_events: RunEventStore
+    checkpoints: CheckpointStore
 
 
 @dataclass(frozen=True, slots=True)

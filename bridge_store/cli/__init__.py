@@ -1,0 +1,55 @@
+"""The ``bridge-store`` command line: one module per command, composed here.
+
+``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`) and ``db upgrade``/``db
+current`` (:mod:`.db`); the storage flags they share are in :mod:`.store_options`.
+Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+from typing import Protocol
+
+from ..errors import ConfigurationError
+from . import bridge, db, serve
+
+
+class Command(Protocol):
+    """What a command module provides."""
+
+    def add_parser(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        """Add the command's parser to ``commands``."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the command; its exit status. Raises ConfigurationError for bad set-ups."""
+
+
+#: The commands, in the order ``--help`` lists them.
+COMMANDS: dict[str, Command] = {"serve": serve, "bridge": bridge, "db": db}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bridge-store",
+        description=(
+            "A storage server for Cursor SDK bridge agent history. Launch the bridge with "
+            '--store-callback-url pointing here and --local-store \'{"type":"custom"}\'.'
+        ),
+    )
+    parser.add_argument("--version", action="version", version=version("bridge-store"))
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS.values():
+        command.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command].run(args)
+    except ConfigurationError as error:
+        print(f"bridge-store: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,192 @@
+"""``bridge-store bridge``: the real bridge in the foreground, its store on bridge-store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from types import FrameType
+from typing import TextIO
+
+from ..client import BRIDGE_BIN_ENV, Session, launch
+from ..errors import ConfigurationError
+from ..tokens import TOKEN_ENV, read_auth_token
+from .store_options import STORE_FLAG_ENV, add_store_arguments
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bridge = commands.add_parser(
+        "bridge",
+        help="run the real cursor-sdk-bridge with its agent store on bridge-store",
+        description=(
+            "Run cursor-sdk-bridge (from the cursor-sdk package, extra 'client') in the "
+            "foreground with its agent store on bridge-store: an embedded store server on a "
+            "free loopback port (configured like serve's, by the flags below or the same "
+            "environment variables), or a running one given --store-callback-url. Prints the "
+            "bridge's discovery JSON as one line on stdout; its 'cursor-sdk-bridge ready "
+            "{JSON}' line and all other stderr pass through. SIGTERM or SIGINT stops the "
+            "bridge, then the store."
+        ),
+    )
+    add_store_arguments(bridge, "embedded store")
+    existing = bridge.add_argument_group("existing store")
+    existing.add_argument(
+        "--store-callback-url",
+        metavar="URL",
+        help="use the bridge-store server at URL instead of an embedded one",
+    )
+    existing.add_argument(
+        "--store-auth-token-file",
+        metavar="PATH",
+        help=f"file holding that server's bearer token (env {TOKEN_ENV} takes precedence)",
+    )
+    # The names before the embedded store existed.
+    existing.add_argument("--store-url", dest="store_callback_url", help=argparse.SUPPRESS)
+    existing.add_argument("--auth-token-file", dest="store_auth_token_file", help=argparse.SUPPRESS)
+    options = bridge.add_argument_group("the bridge")
+    options.add_argument(
+        "--bridge-bin",
+        metavar="PATH",
+        help=(
+            f"the cursor-sdk-bridge launcher to run (default: env {BRIDGE_BIN_ENV}, else the "
+            "one in the installed cursor-sdk)"
+        ),
+    )
+    options.add_argument(
+        "--host", help="loopback address the bridge listens on (the bridge refuses others)"
+    )
+    options.add_argument("--port", type=int, help="port the bridge listens on (default: any free)")
+    options.add_argument("--workspace", metavar="DIR", help="the agents' working directory")
+    options.add_argument("--state-root", metavar="DIR", help="the bridge's own state directory")
+    options.add_argument("--verbose", action="store_true", help="the bridge logs every RPC")
+    options.add_argument(
+        "bridge_args",
+        nargs="*",
+        metavar="-- BRIDGE_ARG",
+        help="after '--': more cursor-sdk-bridge options, e.g. -- --max-concurrent-agents 4",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    # Only flags given here go to the embedded store; it reads the environment itself.
+    given = {name: getattr(args, name) for name in STORE_FLAG_ENV}
+    if args.store_callback_url is not None and any(given.values()):
+        raise ConfigurationError(
+            "--store and the substore flags configure an embedded store; "
+            "--store-callback-url uses a running one"
+        )
+    return bridge_main(
+        **given,
+        store_callback_url=args.store_callback_url,
+        store_auth_token_file=args.store_auth_token_file,
+        bridge_command=[args.bridge_bin] if args.bridge_bin else None,
+        bridge_args=args.bridge_args,
+        host=args.host,
+        port=args.port,
+        workspace=args.workspace,
+        state_root=args.state_root,
+        verbose=args.verbose,
+    )
+
+
+class _Terminated(Exception):
+    pass
+
+
+class _StopRequest:
+    """SIGTERM/SIGINT handling for ``bridge_main``.
+
+    A signal during the launch is only remembered: ``launch`` cleans up after itself,
+    but an exception landing between its return and the assignment of its result
+    would leave the children, which run in their own sessions, behind. Once armed,
+    the handler raises to interrupt the wait.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.armed = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+        if self.armed:
+            raise _Terminated
+
+
+def bridge_main(
+    *,
+    store: str | None = None,
+    agents: str | None = None,
+    runs: str | None = None,
+    run_events: str | None = None,
+    checkpoints: str | None = None,
+    store_callback_url: str | None = None,
+    store_auth_token_file: str | None = None,
+    bridge_command: Sequence[str] | None = None,
+    bridge_args: Sequence[str] = (),
+    host: str | None = None,
+    port: int | None = None,
+    workspace: str | None = None,
+    state_root: str | None = None,
+    verbose: bool = False,
+    environ: Mapping[str, str] | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """``bridge-store bridge``: :func:`launch` in the foreground.
+
+    Prints the bridge's discovery JSON (its ready line's payload) as one line on
+    ``stdout``, so any Connect client can attach; both children's stderr, the
+    bridge's ``cursor-sdk-bridge ready {JSON}`` line included, passes through on
+    stderr. Runs until this process gets SIGTERM/SIGINT (then stops the bridge, then
+    the store, and returns 0; a signal during the launch takes effect once both are
+    up) or a child ends: then the bridge's exit status, or 1 if the store ended and
+    the bridge did not. Raises ConfigurationError when the pair cannot start.
+    """
+    environ = os.environ if environ is None else environ
+    stdout = sys.stdout if stdout is None else stdout
+    token: str | None = None
+    if store_callback_url is not None:
+        token = read_auth_token(store_auth_token_file, environ)
+    elif store_auth_token_file is not None:
+        raise ConfigurationError("--store-auth-token-file goes with --store-callback-url")
+    stop = _StopRequest()
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    session: Session | None = None
+    try:
+        session = launch(
+            store,
+            agents=agents,
+            runs=runs,
+            run_events=run_events,
+            checkpoints=checkpoints,
+            store_url=store_callback_url,
+            auth_token=token,
+            workspace=workspace,
+            bridge_command=bridge_command,
+            bridge_args=bridge_args,
+            host=host,
+            port=port,
+            state_root=state_root,
+            verbose=verbose,
+            echo=sys.stderr,
+        )
+        stop.armed = True
+        if stop.requested:
+            return 0
+        print(json.dumps(session.bridge.ready, separators=(",", ":")), file=stdout, flush=True)
+        session.wait()
+        print(f"bridge-store: {session.failure}", file=sys.stderr, flush=True)
+        status = session.bridge.process.poll()
+        if status is None:
+            return 1
+        # Killed by a signal: the shell's convention, not a negative exit status.
+        return status if status >= 0 else 128 - status
+    except _Terminated:
+        return 0
+    finally:
+        if session is not None:
+            session.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

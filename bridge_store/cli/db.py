@@ -1,0 +1,46 @@
+"""``bridge-store db upgrade`` and ``bridge-store db current``: SQL schemas by hand."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from ..plugins import get_plugin_manager
+from ..stores import resolve
+from ..urls import redact
+from .store_options import add_store_arguments, routes_from
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    db = commands.add_parser("db", help="manage SQL schemas", description="Manage SQL schemas.")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    upgrade = db_commands.add_parser(
+        "upgrade", help="upgrade every configured store to the latest schema"
+    )
+    add_store_arguments(upgrade)
+    current = db_commands.add_parser(
+        "current", help="show the schema revision of every configured store"
+    )
+    add_store_arguments(current)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_db(args))
+
+
+async def _db(args: argparse.Namespace) -> int:
+    manager = get_plugin_manager()
+    backends, _ = resolve(manager, routes_from(args))
+    for url, backend in backends.items():
+        await backend.start(migrate=False)
+        try:
+            if args.db_command == "upgrade":
+                await backend.upgrade_schema()
+                revision = await backend.schema_revision()
+                print(f"{redact(url)}: upgraded to {revision or '(no schema)'}")
+            else:
+                revision = await backend.schema_revision()
+                print(f"{redact(url)}: {revision or '(no schema)'}")
+        finally:
+            await backend.close()
+    return 0

@@ -1,0 +1,170 @@
+"""``bridge-store serve``: the CallStore server under uvicorn, announced by a ready line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from .._compression import DEFAULT_COMPRESS_MIN_BYTES
+from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
+from ..errors import ConfigurationError
+from ..plugins import get_plugin_manager
+from ..stores import resolve
+from ..tokens import TOKEN_ENV, load_or_generate
+from .store_options import add_store_arguments, routes_from
+
+DEFAULT_PORT = 8787
+#: How long in-flight requests may take to finish after SIGTERM/SIGINT.
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+#: uvicorn settings of ``serve`` besides logging (the bench's ceiling runs on them too).
+UVICORN_SETTINGS: dict[str, Any] = {
+    "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS,
+    "lifespan": "on",
+    # Client addresses only ever reach the access log, so X-Forwarded-For is not worth
+    # uvicorn's middleware on every call (~2% of the CPU of a small one).
+    "proxy_headers": False,
+}
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve the CallStore RPC",
+        description=(
+            "Serve sdk.v1.SdkStoreCallbackService/CallStore over HTTP (Connect protocol). "
+            "Prints 'bridge-store ready {JSON}' on stderr once listening."
+        ),
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port to listen on; 0 picks a free one (default: %(default)s)",
+    )
+    add_store_arguments(serve)
+    serve.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=(
+            f"read the bearer token from PATH, or generate one into PATH (mode 0600) if it "
+            f"does not exist. Env {TOKEN_ENV} takes precedence. With neither, a new token is "
+            f"written to ./bridge-store.token"
+        ),
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="N",
+        help="largest request body accepted, after decompression (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--gzip-min-bytes",
+        type=int,
+        default=DEFAULT_COMPRESS_MIN_BYTES,
+        metavar="N",
+        help=(
+            "gzip responses of at least N bytes for clients that accept it; 0 never "
+            "compresses. On loopback or a fast LAN gzip costs more than it saves; lower "
+            "it for stores reached over slow links (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
+        "--no-migrate",
+        dest="migrate",
+        action="store_false",
+        help="do not upgrade SQL schemas on start (run 'bridge-store db upgrade' instead)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="server log level (default: %(default)s)",
+    )
+    serve.add_argument("--access-log", action="store_true", help="log every request")
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints the ready line once it is accepting connections."""
+
+    def __init__(self, config: uvicorn.Config, ready: dict[str, str]) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(READY_PREFIX + json.dumps(self._ready), file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..app import create_app  # Starlette and the app load only for serve.
+
+    routes = routes_from(args)
+    # Resolving finds bad URLs and missing extras before anything listens.
+    resolve(get_plugin_manager(), routes)
+    if args.max_request_bytes < 1:
+        raise ConfigurationError("--max-request-bytes must be positive")
+    if args.gzip_min_bytes < 0:
+        raise ConfigurationError("--gzip-min-bytes must not be negative")
+    token = load_or_generate(args.auth_token_file, dict(os.environ))
+    config = ServerConfig(
+        routes=routes,
+        auth_token=token.value,
+        max_request_bytes=args.max_request_bytes,
+        migrate=args.migrate,
+        compress_min_bytes=args.gzip_min_bytes,
+    )
+    listener = _listen(args.host, args.port)
+    host, port = listener.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    ready = {"url": f"http://{shown_host}:{port}/"}
+    if token.generated_file is not None:
+        ready["authTokenFile"] = str(token.generated_file)
+    server = _AnnouncingServer(
+        uvicorn.Config(
+            create_app(config),
+            log_level=args.log_level,
+            access_log=args.access_log,
+            **UVICORN_SETTINGS,
+        ),
+        ready,
+    )
+    # uvicorn re-raises the stop signal after its graceful shutdown, under whatever
+    # handler was installed before it started; handlers that just return make a
+    # completed graceful stop exit 0, as process supervisors expect.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, _stopped)
+    server.run(sockets=[listener])
+    return 0 if server.started else 1
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    """Runs only after uvicorn has shut down; the process then exits normally."""
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise ConfigurationError(f"--port must be between 0 and 65535, not {port}")
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = info[0]
+        listener = socket.socket(family, kind, proto)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as error:
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {error}") from None
+    return listener

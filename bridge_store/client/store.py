@@ -1,0 +1,180 @@
+"""The store child: ``bridge-store serve`` on a free loopback port, and checking a store.
+
+:func:`start_sidecar` starts a store server for the bridge to use and waits for its
+ready line; :func:`check_store` makes sure a running one answers and takes a token
+before a bridge is pointed at it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from ..config import READY_PREFIX
+from ..errors import ConfigurationError
+from ..tokens import TOKEN_ENV
+from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
+
+#: The sidecar drains in-flight requests before it exits.
+SIDECAR_STOP_TIMEOUT_SECONDS = 30.0
+#: How long the store check before launching the bridge waits for an answer.
+CHECK_TIMEOUT_SECONDS = 10.0
+#: The agent the store check asks for; reading a missing agent changes nothing.
+CHECK_AGENT_ID = "bridge-store-check"
+_CALL_STORE_PATH = "sdk.v1.SdkStoreCallbackService/CallStore"
+
+
+@dataclass(kw_only=True)
+class Sidecar(ReadyProcess):
+    """A ``bridge-store serve`` child process; a context manager that stops it on exit.
+
+    Stopping sends SIGTERM: the server drains in-flight requests, then exits.
+    """
+
+    stop_timeout = SIDECAR_STOP_TIMEOUT_SECONDS
+
+    url: str
+    auth_token: str = field(repr=False)
+
+
+def sidecar_args(
+    store: str | None = None,
+    *,
+    agents: str | None = None,
+    runs: str | None = None,
+    run_events: str | None = None,
+    checkpoints: str | None = None,
+) -> list[str]:
+    """``serve`` storage options; what is not given, serve takes from its environment."""
+    args: list[str] = []
+    for flag, url in (
+        ("--store", store),
+        ("--agents", agents),
+        ("--runs", runs),
+        ("--run-events", run_events),
+        ("--checkpoints", checkpoints),
+    ):
+        if url is not None:
+            args += [flag, url]
+    return args
+
+
+def start_sidecar(
+    store: str | None = None,
+    *,
+    agents: str | None = None,
+    runs: str | None = None,
+    run_events: str | None = None,
+    checkpoints: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    auth_token: str | None = None,
+    migrate: bool = True,
+    log_level: str = "warning",
+    env: Mapping[str, str] | None = None,
+    echo: TextIO | None = None,
+    timeout: float = START_TIMEOUT_SECONDS,
+) -> Sidecar:
+    """Start ``bridge-store serve`` for ``store`` (and per-substore URLs) on a free port.
+
+    URLs not given come from serve's environment (``BRIDGE_STORE_URL`` ...) or its
+    default. The token (a new random one unless given) reaches the server through its
+    environment, never its command line, where other local users could read it.
+    """
+    args = ["--host", host, "--port", str(port), "--log-level", log_level]
+    args += sidecar_args(
+        store, agents=agents, runs=runs, run_events=run_events, checkpoints=checkpoints
+    )
+    if not migrate:
+        args.append("--no-migrate")
+    return start_serve(args, auth_token=auth_token, env=env, echo=echo, timeout=timeout)
+
+
+def start_serve(
+    args: Sequence[str],
+    *,
+    auth_token: str | None = None,
+    env: Mapping[str, str] | None = None,
+    echo: TextIO | None = None,
+    timeout: float = START_TIMEOUT_SECONDS,
+) -> Sidecar:
+    """Start ``bridge-store serve *args`` and wait until it is ready.
+
+    The lower level of :func:`start_sidecar`, for callers that pass serve's own
+    options. The token (a new random one unless given) reaches the server through its
+    environment, never its command line.
+    """
+    token = auth_token or secrets.token_urlsafe(32)
+    child_env = {**os.environ, **(env or {}), TOKEN_ENV: token}
+    argv = [sys.executable, "-m", "bridge_store", "serve", *args]
+    process, pump, ready = start(
+        argv,
+        child_env,
+        READY_PREFIX,
+        echo,
+        timeout,
+        "bridge-store serve",
+        Sidecar.stop_timeout,
+    )
+    return Sidecar(process=process, ready=ready, pump=pump, url=str(ready["url"]), auth_token=token)
+
+
+def check_store(url: str, auth_token: str, *, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
+    """Make one harmless CallStore call (``agents.get`` of a missing agent).
+
+    Raises ConfigurationError saying what is wrong: nothing answers at ``url``, the
+    store refuses ``auth_token``, or what answers is not a CallStore server. The bridge
+    itself would only report these on an agent's first call, as a bare
+    ``unauthenticated`` or ``unavailable`` that reads like a problem with the bridge.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"the store URL must start with http:// or https://, not {url!r}")
+    request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+        with_slash(url) + _CALL_STORE_PATH,
+        data=json.dumps(
+            {"substore": "agents", "method": "get", "input": {"agentId": CHECK_AGENT_ID}}
+        ).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Connect-Protocol-Version": "1",
+            "Authorization": f"Bearer {auth_token}",
+        },
+        method="POST",
+    )
+    # No proxies: the bridge reaches the store directly, so the check does too.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        if error.code == 401:
+            raise ConfigurationError(
+                f"the store at {url} rejected the auth token (401 unauthenticated); "
+                f"give the token the store was started with"
+            ) from None
+        detail = error.read(500).decode("utf-8", "replace").strip()
+        raise ConfigurationError(
+            f"the store at {url} answered a CallStore call with HTTP {error.code}"
+            + (f": {detail}" if detail else "")
+        ) from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise ConfigurationError(f"cannot reach the store at {url}: {reason}") from None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ConfigurationError(f"{url} does not answer like a CallStore server")
+
+
+def with_slash(url: str) -> str:
+    """``url`` ending in ``/``, ready for a path to be appended."""
+    return url if url.endswith("/") else url + "/"
