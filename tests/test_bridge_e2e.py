@@ -22,9 +22,14 @@ import cursor_sdk.errors
 import pytest
 
 from bridge_store.client import BridgeProcess, Session, launch, launch_bridge, local_options
+from bridge_store_s3._config import parse_url
+from bridge_store_s3._keys import Layout
+from tests.support.bridge_js import BridgeStoreClient, blob
 from tests.support.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.processes import still_running
+from tests.support.sdk_versions import BRIDGE_OVERRIDES, current_install
 from tests.support.server import ServerProcess, serve
+from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
 
 pytestmark = [pytest.mark.bridge, pytest.mark.slow]
 
@@ -36,31 +41,29 @@ CONDITION_TIMEOUT_SECONDS = 30.0
 StoreArgs = list[str]
 
 
-STORES = [
-    pytest.param("sqlite"),
-    pytest.param("postgres", marks=pytest.mark.postgres),
-    pytest.param("redis", marks=pytest.mark.redis),
-    pytest.param("s3", marks=pytest.mark.s3),
-    pytest.param("postgres+s3", marks=[pytest.mark.postgres, pytest.mark.s3]),
-]
+@pytest.fixture(autouse=True)
+def the_installed_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bridge under test is the installed cursor-sdk's, whatever the environment says."""
+    for name in BRIDGE_OVERRIDES:
+        monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=DURABLE_STORE_KINDS)
 def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> StoreArgs:
     """``bridge-store serve`` arguments for a fresh, durable store."""
-    if request.param == "sqlite":
-        return ["--store", f"sqlite:///{tmp_path / 'store.db'}"]
-    if request.param == "postgres":
-        return ["--store", request.getfixturevalue("make_postgres_url")()]
-    if request.param == "redis":
-        return ["--store", request.getfixturevalue("make_redis_url")()]
-    if request.param == "s3":
-        return ["--store", request.getfixturevalue("make_s3_url")()]
-    if request.param == "postgres+s3":
-        # Checkpoint blobs on S3, everything else on Postgres.
-        postgres = request.getfixturevalue("make_postgres_url")()
-        return ["--store", postgres, "--checkpoints", request.getfixturevalue("make_s3_url")()]
-    raise AssertionError(f"unknown store {request.param}")
+    return serve_arguments(request.param, request, tmp_path)
+
+
+def blob_objects_in_s3(
+    request: pytest.FixtureRequest, store_args: StoreArgs, agent_id: str
+) -> int | None:
+    """How many blob objects the agent has in the bucket; None when blobs are not on S3."""
+    flag = "--checkpoints" if "--checkpoints" in store_args else "--store"
+    url = store_args[store_args.index(flag) + 1]
+    if not url.startswith("s3://"):
+        return None
+    prefix = Layout(parse_url(url).prefix).blobs_of_agent(agent_id)
+    return len(request.getfixturevalue("s3_server").keys(prefix))
 
 
 @pytest.fixture
@@ -167,6 +170,7 @@ def assert_event_log(events: list[dict[str, Any]], run_id: str) -> None:
 
 
 def test_agent_life_cycle_through_the_real_bridge(
+    request: pytest.FixtureRequest,
     store_args: StoreArgs,
     cursor_api: CursorApiStub,
     project: Path,
@@ -291,6 +295,22 @@ def test_agent_life_cycle_through_the_real_bridge(
         for run in second_runs:
             assert_event_log(store_events(server, run["runId"]), run["runId"])
 
+        # The offline bridge writes no checkpoint blobs (no model answers), so the
+        # blobs a model's turns would leave are written through the bridge's own
+        # store client; on the Postgres + S3 route they land in the bucket.
+        blobs = {"root": os.urandom(64 * 1024), "empty": b""}
+        with BridgeStoreClient(current_install().bridge_dir, server.url, server.token, cwd) as js:
+            for blob_id, data in blobs.items():
+                js.store(
+                    "checkpoints",
+                    "create",
+                    {"agentId": first.agent_id, "blobId": blob_id, "data": blob(data)},
+                )
+        assert store_checkpoints(server, first.agent_id) == sorted(blobs)
+        in_s3 = blob_objects_in_s3(request, store_args, first.agent_id)
+        if in_s3 is not None:
+            assert in_s3 == len(blobs)
+
         # delete: the agent, its runs, their events and its checkpoints are gone.
         first_runs = [run["runId"] for run in store_runs(server, first.agent_id)]
         client.agents.delete(first.agent_id)
@@ -298,6 +318,8 @@ def test_agent_life_cycle_through_the_real_bridge(
         assert store_runs(server, first.agent_id) == []
         assert all(store_events(server, run) == [] for run in first_runs)
         assert store_checkpoints(server, first.agent_id) == []
+        if in_s3 is not None:
+            assert blob_objects_in_s3(request, store_args, first.agent_id) == 0
         assert [agent["agentId"] for agent in store_agents(server)] == [second.agent_id]
 
         before_restart = snapshot(server)

@@ -61,6 +61,10 @@ _ANSWERS: dict[tuple[str, str], _Answer] = {
     ("POST", RUN_PATH): _Answer(403, {"code": "permission_denied", "message": REFUSAL_MESSAGE}),
 }
 _UNKNOWN = _Answer(404, {"code": "not_found", "message": "not served by the stand-in"})
+#: Bridges before cursor-sdk 1.1.0 retry a ``permission_denied`` run four times over
+#: about 16 s before giving up; ``unauthenticated`` ends the run at once on every
+#: published bridge (measured on 0.1.9, 1.0.30 and 1.1.0).
+UNAUTHENTICATED_RUN = _Answer(401, {"code": "unauthenticated", "message": REFUSAL_MESSAGE})
 
 
 class CursorApiStub:
@@ -68,9 +72,14 @@ class CursorApiStub:
 
     ``url`` goes into the bridge's ``CURSOR_BACKEND_URL``; ``requests()`` lists what
     was asked, so a test can prove the bridge really talked to the stand-in.
+    ``refuse_runs_as_unauthenticated`` answers ``RunSSE`` 401 instead of 403, which
+    older bridges do not retry.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, refuse_runs_as_unauthenticated: bool = False) -> None:
+        self._answers = dict(_ANSWERS)
+        if refuse_runs_as_unauthenticated:
+            self._answers[("POST", RUN_PATH)] = UNAUTHENTICATED_RUN
         self._lock = threading.Lock()
         self._requests: list[Request] = []
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
@@ -132,7 +141,7 @@ class CursorApiStub:
                 self._drain_body()
                 path = self.path.split("?", 1)[0]
                 stub._record(Request(method, path, self.headers.get("Authorization", "")))
-                answer = _ANSWERS.get((method, path), _UNKNOWN)
+                answer = stub._answers.get((method, path), _UNKNOWN)
                 body = json.dumps(answer.body).encode()
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
