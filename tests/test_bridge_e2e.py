@@ -22,8 +22,8 @@ import cursor_sdk.errors
 import pytest
 
 from bridge_store.client import BridgeProcess, Session, launch, launch_bridge, local_options
-from bridge_store_s3._config import parse_url
-from bridge_store_s3._keys import Layout
+from bridge_store_s3.keys import Layout
+from bridge_store_s3.settings import parse_url
 from tests.support.bridge_js import BridgeStoreClient, blob
 from tests.support.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.processes import still_running
