@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
-import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,34 +198,65 @@ def test_missing_token_file_is_generated_there(tmp_path: Path) -> None:
 def test_sigterm_lets_in_flight_requests_finish(tmp_path: Path) -> None:
     server = start_server("--store", f"sqlite:///{tmp_path / 'store.db'}")
     blob = "A" * (8 * 1024 * 1024)
-    outcome: dict[str, object] = {}
-
-    def upload() -> None:
-        outcome["output"] = server.call(
-            "checkpoints", "create", {"agentId": "a", "blobId": "b", "data": blob}
+    body = json.dumps(
+        {
+            "substore": "checkpoints",
+            "method": "create",
+            "input": {"agentId": "a", "blobId": "b", "data": blob},
+        }
+    ).encode()
+    host, port = server.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.sendall(
+            (
+                f"POST /{CALL_STORE_PATH} HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {server.token}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+            ).encode()
         )
-
-    uploader = threading.Thread(target=upload)
-    uploader.start()
-    # Wait until the request is in flight: the server has accepted the connection.
-    for _ in range(200):
-        if outcome or _has_established_connection(server.process.pid):
-            break
-        threading.Event().wait(0.01)
-    server.process.send_signal(signal.SIGTERM)
-    uploader.join(60)
+        # The server answers 100 Continue once the app asks for the body: the request
+        # is being handled, and cannot be answered before the body is sent.
+        assert read_head(connection).startswith(b"HTTP/1.1 100 ")
+        connection.sendall(body[: len(body) // 2])
+        server.process.send_signal(signal.SIGTERM)
+        # The server is shutting down (it stopped listening) with the request half in.
+        deadline = time.monotonic() + 60
+        while accepts_connections(host, int(port)):
+            assert time.monotonic() < deadline, "the server never began shutting down"
+            time.sleep(0.05)
+        assert server.process.poll() is None
+        connection.sendall(body[len(body) // 2 :])
+        head = read_head(connection)
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+        answer = b""
+        while len(answer) < length:
+            chunk = connection.recv(length - len(answer))
+            assert chunk, "the connection closed mid-answer"
+            answer += chunk
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert json.loads(answer) == {}  # checkpoints.create answers null
     assert server.stop() == 0
-    assert outcome == {"output": None}
     with serve("--store", f"sqlite:///{tmp_path / 'store.db'}") as again:
         stored = again.call("checkpoints", "get", {"agentId": "a", "blobId": "b"})
     assert stored == {"found": True, "data": blob}
 
 
-def _has_established_connection(pid: int) -> bool:
-    result = subprocess.run(
-        ["ss", "-tnpH", "state", "established"], capture_output=True, text=True, check=False
-    )
-    return f"pid={pid}," in result.stdout
+def read_head(connection: socket.socket) -> bytes:
+    """The status line and headers of the next response on ``connection``."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        chunk = connection.recv(1)
+        assert chunk, f"the connection closed after {head!r}"
+        head += chunk
+    return head
+
+
+def accepts_connections(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            return True
+    except OSError:
+        return False
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from bridge_store.client import (
     local_options,
     start_sidecar,
 )
+from bridge_store.client._process import StderrPump
 from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
 from bridge_store.tokens import TOKEN_ENV, read_auth_token
@@ -69,6 +71,7 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 # Stands for the bridge ending on its own, with a status of its own.
 signal.signal(signal.SIGUSR1, lambda signum, frame: sys.exit(5))
+(record / "handling").write_text("")
 print("fake bridge starting", file=sys.stderr, flush=True)
 if mode == "crash":
     print("boom", file=sys.stderr, flush=True)
@@ -116,6 +119,10 @@ class FakeBridge:
 
     def stopped(self) -> bool:
         return (self.directory / "stopped").exists()
+
+    def handling_signals(self) -> bool:
+        """Whether the fake has installed its signal handlers (and so records SIGTERM)."""
+        return (self.directory / "handling").exists()
 
 
 @pytest.fixture
@@ -253,7 +260,22 @@ def test_a_bridge_that_exits_early_is_reported_with_its_output(fake_bridge: Fake
     assert "boom" in str(raised.value)
 
 
-def test_a_bridge_that_never_gets_ready_is_stopped(fake_bridge: FakeBridge) -> None:
+def test_a_bridge_that_never_gets_ready_is_stopped(
+    fake_bridge: FakeBridge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The 0.5 s for a ready line start counting only once the fake handles SIGTERM:
+    # on a loaded machine the interpreter can take longer than that to get there, and
+    # a SIGTERM before its handler would kill it without a record of being stopped.
+    wait_ready = StderrPump.wait_ready
+
+    def wait_ready_once_handling(pump: StderrPump, timeout: float) -> str | None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not fake_bridge.handling_signals():
+            assert time.monotonic() < deadline, "the fake bridge never started"
+            time.sleep(0.01)
+        return wait_ready(pump, timeout)
+
+    monkeypatch.setattr(StderrPump, "wait_ready", wait_ready_once_handling)
     with pytest.raises(ConfigurationError, match=r"no ready line within 0\.5s"):
         launch_bridge(
             STORE_URL,

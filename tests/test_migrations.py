@@ -141,17 +141,35 @@ def test_db_commands_upgrade_and_show_the_revision(tmp_path: Path) -> None:
     assert stdout.strip() == f"{url}: {head_revision()}"
 
 
+def has_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (read from /proc, Linux)."""
+    try:
+        return any(os.readlink(fd) == str(path) for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # it exited, or a descriptor closed while being read
+        return False
+
+
 def test_concurrent_sqlite_upgrades_from_several_processes(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/store.db"
     path = tmp_path / "store.db"
-    # Hold the write lock while the processes start, so they queue up and then
-    # upgrade back to back rather than one after another finishes.
+    # A busy timeout longer than any wait here: a queued upgrade must wait, not fail.
+    url = f"sqlite:///{path}?busy_timeout=120000"
+    starters = 4
+    # Hold the write lock while the processes start: each opens the file and then
+    # waits on that lock, so all of them are upgrading at once when it is released.
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    processes = [run_cli("db", "upgrade", "--store", url) for _ in range(4)]
-    time.sleep(2)
-    holder.execute("COMMIT")
-    holder.close()
+    processes = [run_cli("db", "upgrade", "--store", url) for _ in range(starters)]
+    try:
+        deadline = time.monotonic() + 120
+        while not all(has_open(process.pid, path) for process in processes):
+            assert all(process.poll() is None for process in processes), "an upgrade ended early"
+            assert time.monotonic() < deadline, "the upgrades never reached the database"
+            time.sleep(0.05)
+        # Every process is at the database and none can have finished: they overlap.
+        assert all(process.poll() is None for process in processes)
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
     # Reap every process before asserting, so a failure leaves no open pipes behind.
     results = [finish(process) for process in processes]
     for code, _, stderr in results:
@@ -161,6 +179,13 @@ def test_concurrent_sqlite_upgrades_from_several_processes(tmp_path: Path) -> No
             "SELECT version_num FROM bridge_store_alembic_version"
         ).fetchall()
         assert revision == (head_revision(),)
+    assert sqlite_tables(path) == EXPECTED_TABLES
+
+
+def sqlite_tables(path: Path) -> set[str]:
+    with sqlite3.connect(path) as check:
+        rows = check.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {name for (name,) in rows}
 
 
 @pytest.mark.postgres

@@ -12,6 +12,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from bridge_store.contract import new_event
@@ -19,8 +20,8 @@ from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 
-from .support.postgres import TcpProxy, terminate_connections
-from .support.server import serve
+from .support.postgres import TcpProxy, run_async
+from .support.server import StoreHttpClient, serve
 
 pytestmark = pytest.mark.postgres
 
@@ -40,29 +41,70 @@ def proxy() -> Iterator[TcpProxy]:
         forwarder.close()
 
 
-def test_killed_connections_under_load_cost_retries_not_data(database_url: str) -> None:
-    """Appends keep flowing while every server connection is killed, again and again.
+async def kill_appends_waiting_on_the_counter(url: str, run_id: str, waiting: int) -> int:
+    """Hold the run's counter row until ``waiting`` appends queue on it, then kill them.
 
-    Keyed appends are retried by the client after ``unavailable`` (safe: the key
-    dedupes); keyless ones are not (a failed one may or may not have been stored).
+    Every append bumps that row, so each one the workers make blocks in the database:
+    terminating the server's connections then lands on statements in flight, never
+    only on idle pooled connections the pool would replace unnoticed. Returns how many
+    connections were killed.
     """
-    keyed_workers, keyless_workers, per_worker, kills = 3, 3, 60, 5
+    holder = await asyncpg.connect(url)
+    try:
+        async with holder.transaction():
+            await holder.execute(
+                "SELECT 1 FROM run_event_counters WHERE run_id = $1 FOR UPDATE", run_id
+            )
+            for _ in range(1200):
+                # Statistics views are a snapshot per transaction unless cleared.
+                await holder.execute("SELECT pg_stat_clear_snapshot()")
+                blocked = await holder.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                )
+                if blocked >= waiting:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"only {blocked} of {waiting} appends queued on the lock")
+            pids = await holder.fetch(
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            for row in pids:
+                await holder.execute("SELECT pg_terminate_backend($1)", row["pid"])
+            return len(pids)
+    finally:
+        await holder.close()
+
+
+def test_killed_connections_under_load_cost_retries_not_data(database_url: str) -> None:
+    """Appends keep flowing while the connections serving them are killed mid-statement.
+
+    Keyed appends are retried (by the server on a dead connection, by the client after
+    ``unavailable``: safe, the key dedupes); keyless ones are not, so each one killed
+    reaches its client as ``unavailable`` (it may or may not have been stored).
+    """
+    keyed_workers, keyless_workers, kills = 3, 3, 5
+    workers = keyed_workers + keyless_workers
     acknowledged: list[dict[str, Any]] = []
     errors: list[ConnectError] = []
     keyless_failures = 0
-    progress = threading.Semaphore(0)
+    stop = threading.Event()
     lock = threading.Lock()
 
     with serve("--store", database_url) as server:
+        server.call("runEvents", "append", {"runId": "busy", "eventType": "t", "payload": "first"})
+        first = server.events("busy")
 
-        def append(worker: int, index: int, *, keyed: bool) -> None:
+        def append(client: StoreHttpClient, worker: int, index: int, *, keyed: bool) -> None:
             nonlocal keyless_failures
             data = {"runId": "busy", "eventType": "t", "payload": [worker, index]}
             if keyed:
                 data["idempotencyKey"] = f"{worker}-{index}"
             for _ in range(50):
                 try:
-                    event = server.call("runEvents", "append", data)
+                    event = client.call("runEvents", "append", data)
                     break
                 except ConnectError as error:
                     with lock:
@@ -76,34 +118,48 @@ def test_killed_connections_under_load_cost_retries_not_data(database_url: str) 
                 acknowledged.append(event)
 
         def work(worker: int) -> None:
-            for index in range(per_worker):
-                append(worker, index, keyed=worker < keyed_workers)
-                progress.release()
+            client = server.new_client()
+            index = 0
+            while not stop.is_set():
+                append(client, worker, index, keyed=worker < keyed_workers)
+                index += 1
+            client.close()
 
-        workers = keyed_workers + keyless_workers
         threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
         for thread in threads:
             thread.start()
-        for _ in range(kills):
-            for _ in range(workers * per_worker // (kills + 1)):
-                progress.acquire(timeout=120)
-            terminate_connections(database_url)
-        for thread in threads:
-            thread.join(timeout=300)
+        try:
+            killed = [
+                run_async(
+                    lambda: kill_appends_waiting_on_the_counter(database_url, "busy", workers)
+                )
+                for _ in range(kills)
+            ]
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=300)
 
+        # The faults happened: each round killed connections with appends in flight,
+        # and every keyless append among them failed to its client as unavailable.
+        assert all(count >= workers for count in killed), killed
+        assert keyless_failures >= kills * keyless_workers
+        assert errors
         assert all(error.code == Code.UNAVAILABLE for error in errors), errors
         stored = server.events("busy")
         # Still the same process, serving.
         assert server.process.poll() is None
     # The log has no gaps: a killed append left nothing half-done.
     assert [event["seq"] for event in stored] == list(range(1, len(stored) + 1))
+    assert stored[0] == first[0]
     # Every acknowledged append is stored once, as it was acknowledged.
-    by_payload = {tuple(event["payload"]): event for event in stored}
-    assert len(by_payload) == len(stored)
+    by_payload = {tuple(event["payload"]): event for event in stored[1:]}
+    assert len(by_payload) == len(stored) - 1
     for event in acknowledged:
         assert by_payload[tuple(event["payload"])] == event
-    assert sum(1 for e in acknowledged if e["idempotencyKey"]) == keyed_workers * per_worker
-    assert len(acknowledged) <= len(stored) <= len(acknowledged) + keyless_failures
+    keyed = {event["idempotencyKey"] for event in acknowledged if event["idempotencyKey"]}
+    assert keyed == {e["idempotencyKey"] for e in stored if e["idempotencyKey"]}
+    assert len(acknowledged) <= len(stored) - 1 <= len(acknowledged) + keyless_failures
 
 
 def test_database_outage_is_unavailable_then_served_again(
@@ -165,7 +221,6 @@ async def test_statement_stuck_on_a_lock_times_out_as_unavailable(
 
     def hold_lock() -> None:
         async def work() -> None:
-            import asyncpg  # type: ignore[import-untyped]
 
             connection = await asyncpg.connect(database_url)
             try:

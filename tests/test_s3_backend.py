@@ -270,7 +270,10 @@ async def test_lost_response_on_checkpoint_create_is_not_already_exists(
 # -- run events -----------------------------------------------------------------------
 
 
-async def test_two_processes_racing_appends_get_gapless_seqs(open_s3: OpenS3, url: str) -> None:
+async def test_two_backends_racing_appends_get_gapless_seqs(open_s3: OpenS3, url: str) -> None:
+    # Two backend objects on one event loop, each with its own client: their requests
+    # interleave at the bucket as two servers' would. test_s3_routing.py runs the race
+    # between two real server processes.
     first, second = await open_s3(url), await open_s3(url)
     results = await asyncio.gather(
         *(
@@ -284,7 +287,7 @@ async def test_two_processes_racing_appends_get_gapless_seqs(open_s3: OpenS3, ur
     assert sorted(e["payload"] for e in listed) == list(range(60))
 
 
-async def test_two_processes_racing_one_idempotency_key_store_one_event(
+async def test_two_backends_racing_one_idempotency_key_store_one_event(
     open_s3: OpenS3, url: str
 ) -> None:
     first, second = await open_s3(url), await open_s3(url)

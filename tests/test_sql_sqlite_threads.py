@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -95,9 +97,23 @@ def test_reads_fail_per_job(engine: sa.Engine) -> None:
     ]
 
 
-async def test_concurrent_submissions_all_answered_in_order(engine: sa.Engine) -> None:
-    writer = BatchingThreads("test-writer", 1, functools.partial(run_writes, engine))
+class RecordingBatches:
+    """``run_writes`` that also records the size of every batch a thread ran."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.sizes: list[int] = []
+
+    def __call__(self, batch: list[Job[Any]]) -> None:
+        self.sizes.append(len(batch))
+        run_writes(self.engine, batch)
+
+
+async def test_submissions_of_one_loop_turn_run_as_one_batch(engine: sa.Engine) -> None:
+    batches = RecordingBatches(engine)
+    writer = BatchingThreads("test-writer", 1, batches)
     try:
+        # gather starts every submission in the same turn of the event loop.
         results = await asyncio.gather(
             *(writer.submit(functools.partial(insert, f"k{index:03}")) for index in range(200)),
             writer.submit(functools.partial(insert, "k000")),
@@ -105,20 +121,43 @@ async def test_concurrent_submissions_all_answered_in_order(engine: sa.Engine) -
         )
     finally:
         await writer.close()
+    # One hand-over, one batch: the duplicate failed it, so each job then ran alone,
+    # and only the duplicate's caller saw the failure.
+    assert batches.sizes == [201]
     assert results[:200] == [f"k{index:03}" for index in range(200)]
     assert isinstance(results[200], sa.exc.IntegrityError)
     assert keys(engine) == [f"k{index:03}" for index in range(200)]
 
 
 async def test_close_finishes_queued_work_then_refuses(engine: sa.Engine) -> None:
-    writer = BatchingThreads("test-writer", 1, functools.partial(run_writes, engine))
-    pending = [
+    batches = RecordingBatches(engine)
+    writer = BatchingThreads("test-writer", 1, batches)
+    working, release = threading.Event(), threading.Event()
+
+    def occupy(conn: sa.Connection) -> str:
+        working.set()
+        release.wait(60)
+        return "occupied"
+
+    # The only writer thread is busy, so what is submitted next stays queued.
+    first = asyncio.ensure_future(writer.submit(occupy))
+    assert await asyncio.to_thread(working.wait, 60)
+    queued = [
         asyncio.ensure_future(writer.submit(functools.partial(insert, f"q{index}")))
         for index in range(10)
     ]
-    await asyncio.sleep(0)  # the submissions are made; none has been answered yet
-    await writer.close()
-    assert await asyncio.gather(*pending) == [f"q{index}" for index in range(10)]
+    await asyncio.sleep(0)  # the submissions are made
+    closing = asyncio.ensure_future(writer.close())
+    await asyncio.sleep(0)  # close() has begun
+    assert not any(job.done() for job in [first, *queued])
+    assert keys(engine) == []
+    # Closed to new work while the queued work is still waiting for the thread.
     with pytest.raises(ClosedError):
         await writer.submit(functools.partial(insert, "late"))
-    assert len(keys(engine)) == 10
+    release.set()
+    async with asyncio.timeout(60):
+        await closing
+        assert await first == "occupied"
+        assert await asyncio.gather(*queued) == [f"q{index}" for index in range(10)]
+    assert batches.sizes == [1, 10]
+    assert keys(engine) == [f"q{index}" for index in range(10)]
