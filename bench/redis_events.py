@@ -1,4 +1,4 @@
-"""Redis backend speed: appends, tail reads, listing, and why event logs are streams.
+"""Redis backend speed: appends, tail reads and listing.
 
 Runs in-process against the machine's Redis under a throwaway key prefix (deleted at
 the end), without HTTP, so the numbers are the backend's own cost:
@@ -10,18 +10,15 @@ the end), without HTTP, so the numbers are the backend's own cost:
 2. tail reads: ``runEvents.list`` after the last-but-ten seq of a long log, as the
    bridge polls while a run streams.
 3. agents and runs pages: the first page and a page deep into 10,000 rows.
-4. the data structure choice: the same events as a stream, a list and a sorted set
-   (the backend's choice);
-   memory per event and the time to read 100 events from the middle of the log, both
-   inside Redis (INFO commandstats deltas: the cost on the shared server) and as a
-   round trip (which adds redis-py's reply parsing in this process).
+
+Why run event logs are sorted sets (the comparison with a stream and a list) is in
+docs/redis.md, with the commit it was measured at.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import secrets
 import statistics
 import sys
@@ -129,44 +126,6 @@ async def bench_backend(backend: RedisBackend, events: int) -> None:
     print(f"runs page of one agent (100 runs): {summary(latencies)}")
 
 
-async def server_usec(client: aioredis.Redis, command: str) -> int:
-    """Microseconds Redis has spent in ``command`` since its stats were last reset."""
-    stats = await client.info("commandstats")
-    return int(stats.get(f"cmdstat_{command}", {}).get("usec", 0))
-
-
-async def bench_structures(client: aioredis.Redis, prefix: str, events: int) -> None:
-    body = json.dumps(event("r"), separators=(",", ":"))
-    stream, listing, zset = (f"{{{prefix}:cmp}}:{kind}" for kind in ("stream", "list", "zset"))
-    for start in range(1, events + 1, 1000):
-        pipe = client.pipeline(transaction=False)
-        for seq in range(start, min(start + 1000, events + 1)):
-            pipe.xadd(stream, {"e": body}, id=f"{seq}-0")
-            pipe.rpush(listing, body)
-            # As the backend stores it: a member must be unique, so the seq heads it.
-            pipe.zadd(zset, {f"{seq:016d}{body}": seq})
-        await pipe.execute()
-    middle = events // 2
-    # (label, key, command whose Redis time is measured, one read of 100 events)
-    reads: list[tuple[str, str, str, Callable[[int], Awaitable[Any]]]] = [
-        ("stream", stream, "xrange", lambda _: client.xrange(stream, min=f"{middle}-0", count=100)),
-        ("list", listing, "lrange", lambda _: client.lrange(listing, middle - 1, middle + 98)),
-        ("zset", zset, "zrange",
-         lambda _: client.zrange(zset, middle, "+inf", byscore=True, offset=0, num=100)),
-    ]  # fmt: skip
-    print(f"{events:,} events of {len(body)} bytes as:")
-    for label, key, command, read in reads:
-        usage = await client.memory_usage(key, samples=0) or 0
-        before = await server_usec(client, command)
-        latencies = await timed(500, read)
-        spent = await server_usec(client, command) - before
-        print(
-            f"  {label}: {usage / events:.1f} bytes/event; 100 from the middle: "
-            f"in Redis {spent / 500:.1f} us/call, round trip {summary(latencies)}"
-        )
-    await client.delete(stream, listing, zset)
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
@@ -181,9 +140,8 @@ async def main() -> None:
         info = await client.info("server")
         print(f"Redis {info['redis_version']}, {args.url}, prefix {prefix}")
         await bench_backend(backend, args.events)
-        await bench_structures(client, prefix, args.events)
     finally:
-        for pattern in [*KeySpace(prefix).patterns(), f"{{{prefix}:cmp}}*"]:
+        for pattern in KeySpace(prefix).patterns():
             async for key in client.scan_iter(match=pattern, count=1000):
                 await client.unlink(key)
         await backend.close()

@@ -2,7 +2,7 @@
 
 obstore (Rust's ``object_store`` crate) signs, sends and parses in native code: on the
 backend's small requests it spends 3 to 9 times less client CPU than aiobotocore
-(about 0.6-1 ms against 3 ms a request; bench/s3_clients.py, docs/s3.md), and a store
+(about 0.6-1 ms against 3 ms a request, measured at 5a5e110: docs/s3.md), and a store
 server is mostly small requests.
 
 Everything above this module speaks in keys, bytes, ETags and one exception,
