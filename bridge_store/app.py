@@ -15,11 +15,11 @@ from starlette.types import Receive, Scope, Send
 
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
-from .dispatch import INCOMPRESSIBLE, call_store
+from .dispatch import call_store
 from .errors import unavailable
 from .plugins import get_plugin_manager
-from .stores import Stores, open_stores
-from .types import Document
+from .stores import ResolvedStores, Stores, resolve
+from .types import Answer
 
 HEALTH_PATH = "/healthz"
 
@@ -48,26 +48,34 @@ class BridgeStoreApp:
 
 
 def create_app(
-    config: ServerConfig, *, plugin_manager: pluggy.PluginManager | None = None
+    config: ServerConfig,
+    *,
+    plugin_manager: pluggy.PluginManager | None = None,
+    resolved: ResolvedStores | None = None,
 ) -> BridgeStoreApp:
     """The bridge-store ASGI app for ``config``.
 
-    The routed backends are opened (and migrated when ``config.migrate``) when the ASGI
-    lifespan starts and closed when it ends; ``plugin_manager`` defaults to one with
-    every installed backend.
+    The routed backends are resolved here (a bad URL or a missing extra raises
+    ConfigurationError now), started (and migrated when ``config.migrate``) when the
+    ASGI lifespan starts and closed when it ends. ``resolved`` are backends already
+    resolved from ``config.routes``; otherwise ``plugin_manager`` (default: one with
+    every installed backend) resolves them.
     """
-    manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+    if resolved is None:
+        manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        resolved = resolve(manager, config.routes)
+    backends = resolved
     # A one-slot box: the lifespan puts the open stores in, requests read them.
     serving: list[Stores] = []
 
-    async def handle(substore: Any, method: Any, data: Any) -> Document | None:
+    async def handle(substore: Any, method: Any, data: Any) -> Answer:
         if not serving:
             raise unavailable("the store is not open yet")
         return await call_store(serving[0], substore, method, data)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        opened = await open_stores(manager, config.routes, migrate=config.migrate)
+        opened = await backends.start(migrate=config.migrate)
         serving.append(opened.stores)
         try:
             yield
@@ -86,7 +94,6 @@ def create_app(
         handle,
         auth_token=config.auth_token,
         max_request_bytes=config.max_request_bytes,
-        incompressible=INCOMPRESSIBLE,
         compress_min_bytes=config.compress_min_bytes,
     )
     routes = [

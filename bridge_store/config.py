@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._compression import DEFAULT_COMPRESS_MIN_BYTES
+from .errors import ConfigurationError
 from .stores import Routes
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
@@ -32,9 +33,16 @@ class ServerConfig:
     compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES
 
     def __post_init__(self) -> None:
+        # ConfigurationError: the CLI reports it as one line naming the setting.
         if not self.auth_token:
-            raise ValueError("auth_token must not be empty")
+            raise ConfigurationError("the auth token must not be empty")
         if self.max_request_bytes < 1:
-            raise ValueError("max_request_bytes must be positive")
+            raise ConfigurationError(
+                f"the largest request body (--max-request-bytes) must be positive, "
+                f"not {self.max_request_bytes}"
+            )
         if self.compress_min_bytes < 0:
-            raise ValueError("compress_min_bytes must not be negative")
+            raise ConfigurationError(
+                f"the smallest response to gzip (--gzip-min-bytes) must not be negative, "
+                f"not {self.compress_min_bytes}"
+            )

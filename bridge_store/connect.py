@@ -31,7 +31,7 @@ from ._compression import (
     too_large,
 )
 from .errors import Code, ConnectError, invalid_argument
-from .types import Document
+from .types import Answer, Document
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
 PROTOCOL_VERSION = "1"
@@ -41,8 +41,8 @@ ACCEPT_POST = "application/json, application/proto"
 SUPPORTED_ENCODINGS = "gzip"
 _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
 
-#: What serves a decoded call: (substore, method, input) -> output, or None for null.
-CallHandler = Callable[[Any, Any, Any], Awaitable[Document | None]]
+#: What serves a decoded call: (substore, method, input) -> its answer (output None: null).
+CallHandler = Callable[[Any, Any, Any], Awaitable[Answer]]
 
 #: The request headers this endpoint reads; the rest are never decoded.
 _WANTED_HEADERS = frozenset(
@@ -182,14 +182,11 @@ class CallStoreEndpoint:
         *,
         auth_token: str,
         max_request_bytes: int,
-        incompressible: frozenset[tuple[str, str]] = frozenset(),
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
     ) -> None:
         self._handler = handler
         self._token = auth_token.encode("utf-8")
         self._limit = max_request_bytes
-        #: (substore, method) pairs whose answers are never gzipped (see dispatch).
-        self._incompressible = incompressible
         self._compress_min_bytes = compress_min_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -224,19 +221,18 @@ class CallStoreEndpoint:
             check_protocol_version(headers.get(b"connect-protocol-version"))
             timeout = timeout_seconds(headers.get(b"connect-timeout-ms"))
             if timeout is None:
-                output, compressible = await self._read_and_call(codec, headers, receive, encoding)
+                answer = await self._read_and_call(codec, headers, receive, encoding)
             else:
                 try:
                     async with asyncio.timeout(timeout) as deadline:
-                        output, compressible = await self._read_and_call(
-                            codec, headers, receive, encoding
-                        )
+                        answer = await self._read_and_call(codec, headers, receive, encoding)
                 except TimeoutError:
                     if not deadline.expired():
                         raise
                     raise ConnectError(
                         Code.DEADLINE_EXCEEDED, "Connect-Timeout-Ms elapsed"
                     ) from None
+            output, compressible = answer
             accept_encoding = headers.get(b"accept-encoding", "") if compressible else ""
             return await self._encode(codec, output, accept_encoding)
         except ConnectError as error:
@@ -244,8 +240,7 @@ class CallStoreEndpoint:
 
     async def _read_and_call(
         self, codec: Codec, headers: dict[bytes, str], receive: Receive, encoding: str
-    ) -> tuple[Document | None, bool]:
-        """The call's output, and whether its answer may be compressed."""
+    ) -> Answer:
         body: bytes | bytearray = await read_body(
             receive, headers.get(b"content-length"), self._limit
         )
@@ -255,9 +250,7 @@ class CallStoreEndpoint:
         call = codec.decode(body)
         # Not kept while the store works: a checkpoint body can be 100 MiB.
         del body
-        named = isinstance(call.substore, str) and isinstance(call.method, str)
-        compressible = not (named and (call.substore, call.method) in self._incompressible)
-        return await self._call(call), compressible
+        return await self._call(call)
 
     def _authenticated(self, header: str | None) -> bool:
         scheme, _, token = (header or "").partition(" ")
@@ -267,7 +260,7 @@ class CallStoreEndpoint:
             token.strip().encode("latin-1"), self._token
         )
 
-    async def _call(self, call: CallStoreCall) -> Document | None:
+    async def _call(self, call: CallStoreCall) -> Answer:
         try:
             return await self._handler(call.substore, call.method, call.input)
         except ConnectError:

@@ -1,7 +1,8 @@
 """Routes one CallStore call to its substore method, through the contract checks.
 
 ``call_store`` is the whole server-side meaning of the RPC: the wire layer decodes a
-request into (substore, method, input) and encodes whatever this returns.
+request into (substore, method, input) and encodes the output this returns, gzipped
+only when the answer says it is worth it (:data:`~.types.Answer`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from . import contract as c
 from .errors import Code, ConnectError
 from .stores import Stores
 from .substores import agent_position, run_position
-from .types import Document
+from .types import Answer, Document
 
 Handler = Callable[[Stores, Document], Awaitable[Document | None]]
 
@@ -191,11 +192,6 @@ async def _checkpoints_list(stores: Stores, data: Document) -> Document | None:
     return result
 
 
-#: Calls whose answers are not worth gzipping: checkpoint blobs are base64 of encrypted
-#: bytes, which gzip shrinks by about a quarter for more CPU than the whole call takes
-#: otherwise (bench load, checkpoints.get on memory: 29% of the samples in gzip).
-INCOMPRESSIBLE: frozenset[tuple[str, str]] = frozenset({("checkpoints", "get")})
-
 HANDLERS: dict[str, dict[str, Handler]] = {
     "agents": {
         "get": _agents_get,
@@ -226,7 +222,13 @@ HANDLERS: dict[str, dict[str, Handler]] = {
 }
 
 
-async def call_store(stores: Stores, substore: Any, method: Any, data: Any) -> Document | None:
+#: Handlers whose answers are not worth gzipping: checkpoint blobs are base64 of
+#: encrypted bytes, which gzip shrinks by about a quarter for more CPU than the whole
+#: call takes otherwise (bench load, checkpoints.get on memory: 29% of the samples in gzip).
+INCOMPRESSIBLE: frozenset[Handler] = frozenset({_checkpoints_get})
+
+
+async def call_store(stores: Stores, substore: Any, method: Any, data: Any) -> Answer:
     """Run one CallStore call; raises ConnectError for anything the client got wrong."""
     if not isinstance(substore, str) or not substore:
         raise ConnectError(Code.INVALID_ARGUMENT, "substore must be a non-empty string")
@@ -242,4 +244,4 @@ async def call_store(stores: Stores, substore: Any, method: Any, data: Any) -> D
         data = {}
     elif not isinstance(data, dict):
         raise ConnectError(Code.INVALID_ARGUMENT, "input must be an object")
-    return await handler(stores, data)
+    return await handler(stores, data), handler not in INCOMPRESSIBLE

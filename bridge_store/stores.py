@@ -1,8 +1,9 @@
 """The stores a server serves from: which backend serves which substore, opened together.
 
-:class:`Routes` names one store URL per substore; one backend is opened per distinct
-URL, and :class:`Stores` holds the substore each call goes to (possibly from different
-backends). :func:`open_stores` starts them all and :class:`OpenStores` closes them.
+:class:`Routes` names one store URL per substore; :func:`resolve` opens one backend
+per distinct URL (:class:`ResolvedStores`), and :class:`Stores` holds the substore each
+call goes to (possibly from different backends). Starting them gives
+:class:`OpenStores`, which closes them; :func:`open_stores` does both steps.
 """
 
 from __future__ import annotations
@@ -59,16 +60,41 @@ class OpenStores:
             await backend.close()
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedStores:
+    """The backends a set of routes names, one per distinct URL, not started yet.
+
+    Resolving finds bad URLs, missing extras and missing substores before anything
+    connects; :meth:`start` then starts exactly these backends.
+    """
+
+    #: Each distinct URL's backend, in substore order.
+    backends: dict[str, Backend]
+    stores: Stores
+
+    async def start(self, *, migrate: bool) -> OpenStores:
+        """Start every backend; closes those that started when one fails."""
+        started: list[Backend] = []
+        try:
+            for backend in self.backends.values():
+                await backend.start(migrate=migrate)
+                started.append(backend)
+        except BaseException:
+            for backend in reversed(started):
+                await backend.close()
+            raise
+        return OpenStores(backends=started, stores=self.stores)
+
+
 def _provided(substore: T | None, url: str, name: str) -> T:
     if substore is None:
         raise ConfigurationError(f"the backend for {url} does not provide the {name} substore")
     return substore
 
 
-def resolve(manager: pluggy.PluginManager, routes: Routes) -> tuple[dict[str, Backend], Stores]:
+def resolve(manager: pluggy.PluginManager, routes: Routes) -> ResolvedStores:
     """Open (without starting) one backend per distinct URL and pick each substore."""
     backends = {url: open_backend(manager, url) for url in routes.urls()}
-
     stores = Stores(
         agents=_provided(backends[routes.agents].agents, routes.agents, "agents"),
         runs=_provided(backends[routes.runs].runs, routes.runs, "runs"),
@@ -79,21 +105,11 @@ def resolve(manager: pluggy.PluginManager, routes: Routes) -> tuple[dict[str, Ba
             backends[routes.checkpoints].checkpoints, routes.checkpoints, "checkpoints"
         ),
     )
-    return backends, stores
+    return ResolvedStores(backends=backends, stores=stores)
 
 
 async def open_stores(
     manager: pluggy.PluginManager, routes: Routes, *, migrate: bool
 ) -> OpenStores:
     """Resolve and start every backend the routes name; closes what started on failure."""
-    backends, stores = resolve(manager, routes)
-    started: list[Backend] = []
-    try:
-        for backend in backends.values():
-            await backend.start(migrate=migrate)
-            started.append(backend)
-    except BaseException:
-        for backend in reversed(started):
-            await backend.close()
-        raise
-    return OpenStores(backends=started, stores=stores)
+    return await resolve(manager, routes).start(migrate=migrate)

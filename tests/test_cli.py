@@ -267,11 +267,11 @@ def accepts_connections(host: str, port: int) -> bool:
         (["--store", "memory://", "--port", "70000"], "--port must be between 0 and 65535"),
         (
             ["--store", "memory://", "--max-request-bytes", "0"],
-            "--max-request-bytes must be positive",
+            "(--max-request-bytes) must be positive",
         ),
         (
             ["--store", "memory://", "--gzip-min-bytes", "-1"],
-            "--gzip-min-bytes must not be negative",
+            "(--gzip-min-bytes) must not be negative",
         ),
     ],
 )

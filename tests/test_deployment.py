@@ -61,7 +61,7 @@ def test_every_command_of_the_image_parses_and_its_store_urls_resolve() -> None:
         if args.command in ("serve", "db"):
             # Opening checks scheme, parameters and extras without connecting.
             routes = routes_from(args, service["environment"])
-            backends, _ = resolve(get_plugin_manager(), routes)
+            backends = resolve(get_plugin_manager(), routes).backends
             assert backends, name
 
 

@@ -95,7 +95,8 @@ async def test_outside_plugin_serves_a_routed_substore() -> None:
     # The agent went to the outside backend, the run to the memory backend.
     assert await plugin.backend.agents.get("a1") == agent
     assert plugin.backend.started_with == [True]
-    assert await call_store(opened.stores, "runs", "get", {"agentId": "a1", "runId": "r1"})
+    fetched, _ = await call_store(opened.stores, "runs", "get", {"agentId": "a1", "runId": "r1"})
+    assert fetched is not None
     await opened.close()
     assert plugin.backend.closed
 

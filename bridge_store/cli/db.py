@@ -30,8 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _db(args: argparse.Namespace) -> int:
     manager = get_plugin_manager()
-    backends, _ = resolve(manager, routes_from(args))
-    for url, backend in backends.items():
+    for url, backend in resolve(manager, routes_from(args)).backends.items():
         await backend.start(migrate=False)
         try:
             if args.db_command == "upgrade":

@@ -113,12 +113,8 @@ def run(args: argparse.Namespace) -> int:
     from ..app import create_app  # Starlette and the app load only for serve.
 
     routes = routes_from(args)
-    # Resolving finds bad URLs and missing extras before anything listens.
-    resolve(get_plugin_manager(), routes)
-    if args.max_request_bytes < 1:
-        raise ConfigurationError("--max-request-bytes must be positive")
-    if args.gzip_min_bytes < 0:
-        raise ConfigurationError("--gzip-min-bytes must not be negative")
+    # Bad URLs and missing extras are found before a token is written or a port opened.
+    resolved = resolve(get_plugin_manager(), routes)
     token = load_or_generate(args.auth_token_file, dict(os.environ))
     config = ServerConfig(
         routes=routes,
@@ -127,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         migrate=args.migrate,
         compress_min_bytes=args.gzip_min_bytes,
     )
+    app = create_app(config, resolved=resolved)
     listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
@@ -135,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         ready["authTokenFile"] = str(token.generated_file)
     server = _AnnouncingServer(
         uvicorn.Config(
-            create_app(config),
+            app,
             log_level=args.log_level,
             access_log=args.access_log,
             **UVICORN_SETTINGS,

@@ -24,7 +24,7 @@ class StoreClient:
     async def call(self, substore: str, method: str, data: Any) -> Any:
         # Round-tripping through JSON catches backends that alias caller memory or
         # return values the wire cannot carry.
-        output = await call_store(self.stores, substore, method, json.loads(json.dumps(data)))
+        output, _ = await call_store(self.stores, substore, method, json.loads(json.dumps(data)))
         return json.loads(json.dumps(output))
 
     async def error(self, substore: str, method: str, data: Any) -> ConnectError:
