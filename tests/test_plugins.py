@@ -7,9 +7,11 @@ import sys
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+import pluggy
 import pytest
 
 from bridge_store import hookimpl
+from bridge_store.conformance import AgentConformance
 from bridge_store.dispatch import call_store
 from bridge_store.errors import ConfigurationError
 from bridge_store.plugins import get_plugin_manager, known_schemes, open_backend
@@ -57,6 +59,23 @@ class OutsidePlugin:
     @hookimpl
     def bridge_store_open_backend(self, url: str) -> AgentsOnlyBackend | None:
         return self.backend if urlsplit(url).scheme == "outside" else None
+
+
+class TestAnOutsideAgentsOnlyBackendConforms(AgentConformance):
+    """A third party's backend of one substore runs only that substore's suite."""
+
+    @pytest.fixture
+    def plugin_manager(self) -> pluggy.PluginManager:
+        return get_plugin_manager(plugins=[OutsidePlugin()])
+
+    @pytest.fixture
+    def store_url(self) -> str:
+        return "outside://team"
+
+    def test_only_agents_go_to_the_backend_under_test(self) -> None:
+        routes = self.routes("outside://team")
+        assert routes.agents == "outside://team"
+        assert {routes.runs, routes.run_events, routes.checkpoints} == {"memory://"}
 
 
 def test_built_in_backends_register_through_entry_points() -> None:

@@ -13,6 +13,11 @@ from bridge_store.errors import Code, ConnectError
 from bridge_store.stores import Stores
 from bridge_store.types import Document
 
+#: Text that trips encodings: accents, CJK, an emoji, NUL, a backslash, a quote, a newline.
+UNICODE_TEXT = 'héllo wörld ✓ 日本語 🚀 \u0000 \\ " \n'
+#: The largest integer a JSON number (a double) holds exactly.
+BIG_INT = 2**53
+
 
 @dataclass
 class StoreClient:
@@ -93,3 +98,15 @@ async def list_all(client: StoreClient, substore: str, filter_: Document) -> lis
         if cursor is None:
             return items
     raise AssertionError("list never ended")
+
+
+async def list_events(client: StoreClient, run_id: str) -> list[Any]:
+    """Every event of a run, following nextOffset."""
+    events: list[Any] = []
+    offset = "0"
+    while True:
+        page = await client.call("runEvents", "list", {"runId": run_id, "afterOffset": offset})
+        events.extend(page["items"])
+        if "nextOffset" not in page:
+            return events
+        offset = page["nextOffset"]
