@@ -1,41 +1,43 @@
-"""``python -m bench COMMAND [options]``: run one benchmark module's ``main``.
+"""``python -m bench COMMAND [options]``: the maintained benchmarks and diagnostics.
 
-Each command is a module ``bench/COMMAND.py`` (dashes become underscores) with a
-``main(argv: list[str]) -> int``; a new benchmark needs no registration here.
+Each command is one module's ``main(argv) -> exit status``, listed in :data:`COMMANDS`
+with what it measures; docs/benchmarks.md and the design documents say what each
+has found.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
-from pathlib import Path
+
+#: command: (module in bench/, what it measures)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "load": ("load", "every backend, the SDK's reference server and a bare ceiling under wrk"),
+    "blob-memory": ("blob_memory", "peak RSS while a 64 MiB checkpoint goes in and out"),
+    "scaling": ("scaling", "list pages at 1k vs 100k rows (1M events) per backend"),
+    "e2e": ("e2e", "the real bridge: bridge-store vs its built-in store"),
+    "sql-append": ("sql_append", "runEvents.append on SQLite and Postgres, round trips"),
+    "sql-blobs": ("sql_blobs", "checkpoint blobs on SQL: time and Python memory"),
+    "redis-events": ("redis_events", "Redis appends, tail reads and list pages, in process"),
+    "s3-backend": ("s3_backend", "the S3 backend's hot paths against a local moto server"),
+}
 
 
-def _commands() -> list[str]:
-    here = Path(__file__).parent
-    return sorted(
-        info.name.replace("_", "-")
-        for info in pkgutil.iter_modules([str(here)])
-        if not info.name.startswith("_") and _has_main(info.name)
-    )
-
-
-def _has_main(module_name: str) -> bool:
-    source = (Path(__file__).parent / f"{module_name}.py").read_text(encoding="utf-8")
-    return "\ndef main(argv" in source
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {what}" for name, (_, what) in COMMANDS.items()]
+    return "usage: python -m bench COMMAND [options]\n\ncommands:\n" + "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
-    commands = _commands()
     if not argv or argv[0] in {"-h", "--help"}:
-        print("usage: python -m bench COMMAND [options]\n\ncommands:\n  " + "\n  ".join(commands))
+        print(usage())
         return 0 if argv else 2
-    command = argv[0]
-    if command not in commands:
-        print(f"python -m bench: unknown command {command!r}; one of: {', '.join(commands)}")
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"python -m bench: unknown command {argv[0]!r}; one of: {', '.join(COMMANDS)}")
         return 2
-    module = importlib.import_module(f"bench.{command.replace('-', '_')}")
+    module = importlib.import_module(f"bench.{command[0]}")
     status: int = module.main(argv[1:])
     return status
 

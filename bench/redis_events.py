@@ -1,9 +1,9 @@
 """Redis backend speed: appends, tail reads and listing.
 
-Runs in-process against the machine's Redis under a throwaway key prefix (deleted at
-the end), without HTTP, so the numbers are the backend's own cost:
+Runs in-process against the machine's Redis under a throwaway key prefix
+(``bench.services``, deleted at the end), without HTTP, so the numbers are the backend's own cost:
 
-    python bench/redis_events.py [--url redis://127.0.0.1:6379/0] [--events 100000]
+    python -m bench redis-events [--events 100000]
 
 1. appends: one run, one at a time (latency) and 64 in flight (throughput); 64 in
    flight spread over 16 runs.
@@ -19,23 +19,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import secrets
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio as aioredis
 
+from bench.services import REDIS_URL, redis_prefix
 from bridge_store.contract import now_ms
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.substores import AgentPosition, RunPosition
 from bridge_store_redis.backend import RedisBackend
-from bridge_store_redis.keys import KeySpace
 
 PAYLOAD = {"type": "assistant_delta", "text": "x" * 160}
 
@@ -126,27 +121,26 @@ async def bench_backend(backend: RedisBackend, events: int) -> None:
     print(f"runs page of one agent (100 runs): {summary(latencies)}")
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--events", type=int, default=100_000)
-    args = parser.parse_args()
-    prefix = f"bench-{secrets.token_hex(4)}"
-    backend = open_backend(get_plugin_manager(), f"{args.url}?prefix={prefix}")
+async def bench(url: str, events: int) -> None:
+    backend = open_backend(get_plugin_manager(), url)
     assert isinstance(backend, RedisBackend)
-    client = aioredis.Redis.from_url(args.url)
+    client = aioredis.Redis.from_url(REDIS_URL)
     await backend.start(migrate=True)
     try:
         info = await client.info("server")
-        print(f"Redis {info['redis_version']}, {args.url}, prefix {prefix}")
-        await bench_backend(backend, args.events)
+        print(f"Redis {info['redis_version']}, {url}")
+        await bench_backend(backend, events)
     finally:
-        for pattern in KeySpace(prefix).patterns():
-            async for key in client.scan_iter(match=pattern, count=1000):
-                await client.unlink(key)
         await backend.close()
         await client.aclose()
 
 
-if __name__ == "__main__":
-    asyncio.run(main())
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench redis-events", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--events", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    with redis_prefix() as url:
+        asyncio.run(bench(url, args.events))
+    return 0

@@ -1,9 +1,9 @@
 """The S3 backend's hot paths, through the contract layer, against a local moto server.
 
-    python bench/s3_backend.py
+    python -m bench s3-backend
 
 Starts the tests' S3 server (moto with requests serialised, as S3's conditional writes
-are atomic; tests/support/s3.py) in a subprocess, then measures wall time and this
+are atomic; ``bench.services.S3Server``) in a subprocess, then measures wall time and this
 process's CPU time per call: appends (one at a time, 200 at once, and two processes
 racing on one run), the bridge's empty poll, list pages and a 32 MiB checkpoint blob
 given to the backend as bytes (in a fresh child process, with how far its RSS peaks
@@ -16,33 +16,23 @@ counts (tests/test_s3_backend.py pins them) and the client CPU carry over.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bridge_store.conformance.harness import StoreClient, agent, run  # noqa: E402
-from bridge_store.plugins import get_plugin_manager  # noqa: E402
-from bridge_store.stores import Routes, open_stores  # noqa: E402
-
-SERVER_SCRIPT = """
-import sys, time
-from tests.support.s3 import S3Server
-server = S3Server()
-server.start()
-server.create_bucket()
-print(server.endpoint_url, flush=True)
-sys.stdin.read()
-server.stop()
-"""
+from bench.servers import ROOT, start_child
+from bench.services import s3_store_url
+from bridge_store.conformance.harness import StoreClient, agent, run
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.stores import Routes, open_stores
 
 
 async def timed(
@@ -200,49 +190,53 @@ async def peak_growth(work: Callable[[], Awaitable[Any]]) -> float:
 
 def child(mode: str, url: str) -> Any:
     completed = subprocess.run(
-        [sys.executable, __file__, mode, url], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "bench", "s3-backend", "--child", mode, url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(completed.stdout)
 
 
-def main() -> None:
-    if len(sys.argv) == 3:
-        mode, url = sys.argv[1:]
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench s3-backend", description=__doc__.split("\n")[0]
+    )
+    # How the bench runs its own child processes: a racing appender, a big blob.
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "URL"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        mode, url = args.child
         if mode == "race":
             print(json.dumps(asyncio.run(racing_appender(url, 150))))
         elif mode == "blob":
             print(json.dumps(asyncio.run(big_blob(url))))
-        return
+        return 0
 
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER_SCRIPT],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    assert server.stdin is not None
-    endpoint = server.stdout.readline().strip()
-    params = f"endpoint_url={endpoint}&region=us-east-1&access_key_id=b&secret_access_key=b"
-    try:
-        results = asyncio.run(hot_paths(f"s3://bridge-store-test/bench-hot/?{params}"))
-        race_url = f"s3://bridge-store-test/bench-race/?{params}"
-        racers = [
-            subprocess.Popen(
-                [sys.executable, __file__, "race", race_url], stdout=subprocess.PIPE, text=True
-            )
-            for _ in range(2)
-        ]
-        reports = [json.loads(racer.communicate()[0]) for racer in racers]
-        seqs = sorted(seq for report in reports for seq in report["seqs"])
-        assert seqs == list(range(1, len(seqs) + 1)), "gap or duplicate in raced seqs"
-        elapsed = max(report["seconds"] for report in reports)
-        results["2 processes x 150 appends on one run: appends/s"] = len(seqs) / elapsed
-        results.update(child("blob", f"s3://bridge-store-test/bench-blob/?{params}"))
-    finally:
-        server.stdin.close()
-        server.wait()
+    with tempfile.TemporaryDirectory(prefix="bench-s3-") as directory:
+        server = start_child("s3", "", Path(directory) / "s3.log")
+        endpoint = server.ready["url"]
+        try:
+            results = asyncio.run(hot_paths(s3_store_url(endpoint, "bench-hot/")))
+            race_url = s3_store_url(endpoint, "bench-race/")
+            racers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "bench", "s3-backend", "--child", "race", race_url],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(2)
+            ]
+            reports = [json.loads(racer.communicate()[0]) for racer in racers]
+            seqs = sorted(seq for report in reports for seq in report["seqs"])
+            assert seqs == list(range(1, len(seqs) + 1)), "gap or duplicate in raced seqs"
+            elapsed = max(report["seconds"] for report in reports)
+            results["2 processes x 150 appends on one run: appends/s"] = len(seqs) / elapsed
+            results.update(child("blob", s3_store_url(endpoint, "bench-blob/")))
+        finally:
+            server.stop()
 
     print(f"{'operation':<64}{'wall ms':>10}{'cpu ms':>10}")
     for name, value in results.items():
@@ -250,7 +244,4 @@ def main() -> None:
             print(f"{name:<64}{value['ms_wall']:>10.2f}{value['ms_cpu']:>10.2f}")
         else:
             print(f"{name:<64}{value:>10.1f}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -29,11 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import secrets
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,16 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import services
+from bench.servers import start_child
+from bridge_store import jsontext
 from bridge_store.conformance.harness import agent, run
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.substores import AgentPosition, Backend, RunPosition, stored_event
 from bridge_store.types import Document
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
-ADMIN_POSTGRES = os.environ.get(
-    "BRIDGE_STORE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-REDIS_URL = os.environ.get("BRIDGE_STORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 BASE_MS = 1_700_000_000_000
 CWDS = 10
 RUN_AGENTS = 10
@@ -196,8 +193,8 @@ class SqlTarget(Target):
 
 
 def dump_json(doc: Document) -> str:
-    # As the SQL backend stores documents (bridge_store_sql.documents).
-    return json.dumps(doc, separators=(",", ":"))
+    # As the SQL backend stores documents.
+    return jsontext.dumps_text(doc)
 
 
 class SqliteTarget(SqlTarget):
@@ -240,15 +237,11 @@ class PostgresTarget(SqlTarget):
 
     def __init__(self) -> None:
         super().__init__()
-        from tests.support.postgres import create_database
-
-        self._database = create_database()
+        self._database = services.create_database("bench")
 
     @property
     def url(self) -> str:
-        from tests.support.postgres import database_url
-
-        return database_url(self._database)
+        return services.database_url(self._database)
 
     async def _connect(self) -> Any:
         import asyncpg  # type: ignore[import-untyped]
@@ -273,9 +266,7 @@ class PostgresTarget(SqlTarget):
             await connection.close()
 
     def cleanup(self) -> None:
-        from tests.support.postgres import drop_database
-
-        drop_database(self._database)
+        services.drop_database(self._database)
 
 
 class RedisTarget(Target):
@@ -287,7 +278,7 @@ class RedisTarget(Target):
 
     @property
     def url(self) -> str:
-        return f"{REDIS_URL}?prefix={self.prefix}"
+        return services.redis_store_url(self.prefix)
 
     async def load_events(self, backend: Backend, run_id: str, count: int) -> None:
         # The members APPEND_EVENT writes, written with pipelined ZADDs.
@@ -298,7 +289,7 @@ class RedisTarget(Target):
         from bridge_store_redis.keys import KeySpace, utf8
 
         keys = KeySpace(self.prefix)
-        client = redis.asyncio.Redis.from_url(REDIS_URL)
+        client = redis.asyncio.Redis.from_url(services.REDIS_URL)
         try:
             for chunk in range(1, count + 1, 10_000):
                 members = {
@@ -313,25 +304,8 @@ class RedisTarget(Target):
     def cleanup(self) -> None:
         import redis
 
-        from tests.support.redis import delete_prefix
-
-        client = redis.Redis.from_url(REDIS_URL)
-        try:
-            delete_prefix(client, self.prefix)
-        finally:
-            client.close()
-
-
-_S3_SERVER = """
-import sys
-from tests.support.s3 import S3Server
-server = S3Server()
-server.start()
-server.create_bucket()
-print(server.endpoint_url, flush=True)
-sys.stdin.read()
-server.stop()
-"""
+        with redis.Redis.from_url(services.REDIS_URL) as client:
+            services.delete_prefix(client, self.prefix)
 
 
 class S3Target(Target):
@@ -340,29 +314,14 @@ class S3Target(Target):
     def __init__(self, cap: int) -> None:
         super().__init__()
         self.cap = cap
-        root = Path(__file__).resolve().parent.parent
-        self._server = subprocess.Popen(
-            [sys.executable, "-c", _S3_SERVER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=root,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])},
-        )
-        assert self._server.stdout is not None
-        self._endpoint = self._server.stdout.readline().strip()
-        if not self._endpoint:
-            raise RuntimeError("the moto S3 server did not start")
+        # moto in a process of its own: its Python must not share this one's GIL.
+        self._dir = tempfile.TemporaryDirectory(prefix="bench-scaling-")
+        self._server = start_child("s3", "", Path(self._dir.name) / "s3.log")
         self._prefix = f"bench-scaling-{secrets.token_hex(4)}/"
 
     @property
     def url(self) -> str:
-        from tests.support.s3 import ACCESS_KEY, BUCKET, REGION, SECRET_KEY
-
-        return (
-            f"s3://{BUCKET}/{self._prefix}?endpoint_url={self._endpoint}&region={REGION}"
-            f"&access_key_id={ACCESS_KEY}&secret_access_key={SECRET_KEY}"
-        )
+        return services.s3_store_url(self._server.ready["url"], self._prefix)
 
     async def load_events(self, backend: Backend, run_id: str, count: int) -> None:
         # The objects an append writes, put concurrently at their final keys.
@@ -379,13 +338,8 @@ class S3Target(Target):
         await concurrently(count + 1, 1, put)
 
     def cleanup(self) -> None:
-        assert self._server.stdin is not None
-        self._server.stdin.close()
-        try:
-            self._server.wait(30)
-        except subprocess.TimeoutExpired:
-            self._server.kill()
-            self._server.wait()
+        self._server.stop()
+        self._dir.cleanup()
 
 
 # -- timing ----------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 - ``memory``, ``sqlite``, ``postgres``, ``redis``, ``s3``: ``bridge-store serve`` on
   that backend (through ``bridge_store.client.start_serve``, log level warning, no
   access log). Postgres gets a new database, dropped afterwards; Redis a new key
-  prefix, deleted afterwards; S3 a moto server in another process, with requests
-  serialised as S3 makes a conditional write one atomic step.
+  prefix, deleted afterwards; S3 a moto server in another process (all three from
+  ``bench.services``).
 - ``reference``: cursor-sdk's ``StoreCallbackServer`` over ``bench.reference_store``.
 - ``ceiling``: Starlette + uvicorn with the uvicorn settings of ``bridge-store serve``
   (httptools, uvloop, no access log) and one route that parses the JSON body and
@@ -12,13 +12,11 @@
 
 The reference, ceiling and S3 servers run as ``python -m bench.servers KIND`` and
 print ``bench-server ready {"url": ...}`` on stdout once they accept connections.
-Connection settings come from ``BRIDGE_STORE_BENCH_POSTGRES`` (an admin URL) and
-``BRIDGE_STORE_BENCH_REDIS``, by default the machine's local servers.
+Postgres and Redis are the servers ``bench.services`` names, by default the machine's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -33,8 +31,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from bench.services import S3Server, postgres_database, redis_prefix, s3_store_url
 from bridge_store.cli.serve import UVICORN_SETTINGS
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
@@ -45,14 +43,6 @@ START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 30.0
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
 TARGETS = (*BACKENDS, "reference", "ceiling")
-POSTGRES_ADMIN_URL = os.environ.get(
-    "BRIDGE_STORE_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
-REDIS_URL = os.environ.get("BRIDGE_STORE_BENCH_REDIS", "redis://127.0.0.1:6379/0")
-S3_BUCKET = "bridge-store-bench"
-S3_REGION = "us-east-1"
-#: moto accepts any credentials; these never reach a real AWS account.
-S3_KEY = "bench"
 #: What the ceiling answers: a stored event of the size an append returns.
 CEILING_RESPONSE = json.dumps(
     {
@@ -205,82 +195,17 @@ def serve_ceiling() -> None:
 
 
 def serve_s3() -> None:
-    import botocore.session
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
-    app = DomainDispatcherApplication(create_backend_app)
-    lock = threading.Lock()
-
-    def serialised(environ: dict[str, Any], start_response: Any) -> Any:
-        with lock:
-            return list(app(environ, start_response))
-
-    class Quiet(WSGIRequestHandler):
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            """No line per request."""
-
-    server = make_server("127.0.0.1", 0, serialised, threaded=True, request_handler=Quiet)
-    endpoint = f"http://127.0.0.1:{server.server_port}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = botocore.session.get_session().create_client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name=S3_REGION,
-        aws_access_key_id=S3_KEY,
-        aws_secret_access_key=S3_KEY,
-    )
-    client.create_bucket(Bucket=S3_BUCKET)
-    _announce(endpoint)
+    server = S3Server()
+    server.start()
+    server.create_bucket()
+    _announce(server.endpoint_url)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     stop.wait()
-    server.shutdown()
+    server.stop()
 
 
 # -- backends' setup and clean-up --------------------------------------------------
-
-
-def _postgres(statement: str) -> None:
-    import asyncpg  # type: ignore[import-untyped]
-
-    async def run() -> None:
-        connection = await asyncpg.connect(POSTGRES_ADMIN_URL)
-        try:
-            await connection.execute(statement)
-        finally:
-            await connection.close()
-
-    asyncio.run(run())
-
-
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    """A new empty database on the Postgres server; its URL. Dropped afterwards."""
-    name = f"bridge_store_bench_{os.getpid()}_{secrets.token_hex(4)}"
-    _postgres(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(POSTGRES_ADMIN_URL)._replace(path=f"/{name}"))
-    finally:
-        _postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextlib.contextmanager
-def redis_prefix() -> Iterator[str]:
-    """A store URL under a new key prefix of the Redis server; the keys deleted after."""
-    import redis
-
-    from bridge_store_redis.keys import KeySpace
-
-    prefix = f"bridge-store-bench-{secrets.token_hex(6)}"
-    separator = "&" if "?" in REDIS_URL else "?"
-    try:
-        yield f"{REDIS_URL}{separator}{urlencode({'prefix': prefix})}"
-    finally:
-        with redis.Redis.from_url(REDIS_URL) as client:
-            for pattern in KeySpace(prefix).patterns():
-                for key in client.scan_iter(match=pattern, count=1000):
-                    client.unlink(key)
 
 
 @contextlib.contextmanager
@@ -288,15 +213,7 @@ def s3_bucket(directory: Path) -> Iterator[str]:
     """A store URL on a fresh moto S3 server process (its state goes with it)."""
     child = start_child("s3", "", directory / "s3.log")
     try:
-        query = urlencode(
-            {
-                "endpoint_url": child.ready["url"],
-                "region": S3_REGION,
-                "access_key_id": S3_KEY,
-                "secret_access_key": S3_KEY,
-            }
-        )
-        yield f"s3://{S3_BUCKET}/bench/?{query}"
+        yield s3_store_url(child.ready["url"], "bench/")
     finally:
         child.stop()
 

@@ -8,11 +8,11 @@ without idempotency keys, then with a fresh key each. On Postgres it also counts
 writes asyncpg makes to its socket during the timed appends: each write starts one
 round trip, so writes / appends is the round trips per append.
 
-    python bench/sql_append.py --store sqlite:////tmp/bench.db
-    python bench/sql_append.py --store postgresql://postgres@127.0.0.1/bench_db
+    python -m bench sql-append --store sqlite:////tmp/bench.db
+    python -m bench sql-append --store postgresql://postgres@127.0.0.1/bench_db
 
 Without ``--store`` it runs SQLite in a temporary directory and Postgres in a fresh
-database on 127.0.0.1:5432 (dropped afterwards).
+database (``bench.services``, dropped afterwards).
 """
 
 from __future__ import annotations
@@ -20,24 +20,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
-
-# Run as a script: the repository root holds tests.support (the round-trip counter).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from bench.round_trips import WriteCounter
+from bench.services import postgres_database
 from bridge_store.contract import new_event
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import PostgresDatabase
-from tests.support.round_trips import WriteCounter
-
-ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 async def run_case(
@@ -105,29 +97,21 @@ async def bench(url: str, args: argparse.Namespace) -> None:
         await backend.close()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench sql-append", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--store", help="a sqlite:// or postgresql:// URL")
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=8)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.store:
-        await bench(args.store, args)
-        return
+        asyncio.run(bench(args.store, args))
+        return 0
     with tempfile.TemporaryDirectory() as directory:
-        await bench(f"sqlite:///{directory}/bench.db", args)
-    name = f"bridge_store_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN_URL)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
+        asyncio.run(bench(f"sqlite:///{directory}/bench.db", args))
+    with postgres_database() as url:
         # A pool as large as the concurrency: no connection churn in the measurement.
-        url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}?pool_size={args.concurrency}"
-        await bench(url, args)
-    finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
-
-
-if __name__ == "__main__":
-    asyncio.run(main())
+        asyncio.run(bench(f"{url}?pool_size={args.concurrency}", args))
+    return 0

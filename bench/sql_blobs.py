@@ -5,11 +5,11 @@ already holds, during one ``checkpoints.create`` and one ``checkpoints.get``, so
 "1.0x" means the backend made one copy of the blob on the way (into the driver's
 buffer, or out of it into the returned ``bytes``).
 
-    python bench/sql_blobs.py --mib 32
-    python bench/sql_blobs.py --store postgresql://postgres@127.0.0.1/some_db --mib 64
+    python -m bench sql-blobs --mib 32
+    python -m bench sql-blobs --store postgresql://postgres@127.0.0.1/some_db --mib 64
 
 Without ``--store`` it runs SQLite in a temporary directory and Postgres in a fresh
-database on 127.0.0.1:5432 (dropped afterwards).
+database (``bench.services``, dropped afterwards).
 """
 
 from __future__ import annotations
@@ -20,16 +20,12 @@ import os
 import tempfile
 import time
 import tracemalloc
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
-
+from bench.services import postgres_database
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
-
-ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 async def measure(operation: Callable[[], Awaitable[Any]]) -> tuple[float, int, Any]:
@@ -64,25 +60,18 @@ async def bench(url: str, mib: int) -> None:
         await backend.close()
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench sql-blobs", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--store", help="a sqlite:// or postgresql:// URL")
     parser.add_argument("--mib", type=int, default=32)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.store:
-        await bench(args.store, args.mib)
-        return
+        asyncio.run(bench(args.store, args.mib))
+        return 0
     with tempfile.TemporaryDirectory() as directory:
-        await bench(f"sqlite:///{directory}/bench.db", args.mib)
-    name = f"bridge_store_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN_URL)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        await bench(ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", args.mib)
-    finally:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-        await admin.close()
-
-
-if __name__ == "__main__":
-    asyncio.run(main())
+        asyncio.run(bench(f"sqlite:///{directory}/bench.db", args.mib))
+    with postgres_database() as url:
+        asyncio.run(bench(url, args.mib))
+    return 0

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import httpx
 import pytest
 
-from bench import mix, servers
+from bench import mix, services
 from bench.load import Row, _arguments, judge, measure_or_report, table
 from bench.loadgen import LoadResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
@@ -86,11 +85,9 @@ def test_goals_without_a_comparison_are_unknown() -> None:
 
 
 def test_a_target_that_cannot_start_fails_its_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = services.free_port()
     monkeypatch.setattr(
-        servers, "POSTGRES_ADMIN_URL", f"postgresql://postgres@127.0.0.1:{closed_port}/postgres"
+        services, "POSTGRES_ADMIN_URL", f"postgresql://postgres@127.0.0.1:{closed_port}/postgres"
     )
     args = _arguments(["--targets", "postgres"])
     row = measure_or_report("postgres", mix.operations(), mix.build_world(1), args)

@@ -21,11 +21,11 @@ import cursor_sdk
 import cursor_sdk.errors
 import pytest
 
+from bench.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from bridge_store.client import BridgeProcess, Session, launch, launch_bridge, local_options
 from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
 from tests.support.bridge_js import BridgeStoreClient, blob
-from tests.support.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.processes import still_running
 from tests.support.sdk_versions import BRIDGE_OVERRIDES, current_install
 from tests.support.server import ServerProcess, serve

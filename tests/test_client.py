@@ -27,6 +27,7 @@ import cursor_sdk
 import httpx
 import pytest
 
+from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.cli.bridge import bridge_main
 from bridge_store.client import (
     BRIDGE_READY_PREFIX,
@@ -46,7 +47,6 @@ from bridge_store.client._process import StderrPump
 from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
 from bridge_store.tokens import TOKEN_ENV, read_auth_token
-from tests.support.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.processes import descendants, running, still_running
 from tests.support.server import StoreHttpClient
 

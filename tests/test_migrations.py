@@ -24,13 +24,12 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from bench.services import fetch
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import MIGRATION_LOCK_KEY
 from bridge_store_sql.migrate import head_revision
 from bridge_store_sql.tables import VERSION_TABLE, metadata
-
-from .support.postgres import fetch
 
 EXPECTED_TABLES = {
     "agents",

@@ -10,18 +10,13 @@ from typing import cast
 import pytest
 import redis
 
+from bench.services import REDIS_URL, free_port
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.keys import KeySpace
 from bridge_store_redis.settings import parse_url
-from tests.support.redis import (
-    MACHINE_REDIS_URL,
-    MakeRedisUrl,
-    RedisServer,
-    free_port,
-    store_client,
-)
+from tests.support.redis import MakeRedisUrl, RedisServer, store_client
 
 pytestmark = pytest.mark.redis
 
@@ -143,7 +138,7 @@ async def test_retention_sets_a_ttl_refreshed_by_each_append(
         await client.call(
             "runEvents", "append", {"runId": "r", "eventType": "t", "idempotencyKey": "k"}
         )
-        with redis.Redis.from_url(MACHINE_REDIS_URL) as raw:
+        with redis.Redis.from_url(REDIS_URL) as raw:
             raw.pexpire(keys.event_log("r"), 5000)
             await client.call("runEvents", "append", {"runId": "r", "eventType": "t"})
             for key in (keys.event_log("r"), keys.event_keys("r")):
@@ -169,7 +164,7 @@ async def test_logs_expire_and_leave_the_registry(make_redis_url: MakeRedisUrl) 
         assert again["seq"] == 1
         await asyncio.sleep(1.2)
         await client.call("runEvents", "append", {"runId": "new", "eventType": "t"})
-    with redis.Redis.from_url(MACHINE_REDIS_URL) as raw:
+    with redis.Redis.from_url(REDIS_URL) as raw:
         # The expired log's registry entry was pruned by the next append.
         assert raw.zrange(KeySpace(parse_url(url).prefix).event_runs(), 0, -1) == [b"new"]
 
@@ -187,7 +182,7 @@ async def test_a_server_without_retention_keeps_logs_forever(
         )
     async with store_client(without_ttl) as client:
         await client.call("runEvents", "append", {"runId": "r", "eventType": "t"})
-    with redis.Redis.from_url(MACHINE_REDIS_URL) as raw:
+    with redis.Redis.from_url(REDIS_URL) as raw:
         assert raw.pttl(keys.event_log("r")) == -1
         assert raw.pttl(keys.event_keys("r")) == -1
         assert raw.zscore(keys.event_runs(), "r") == float("inf")

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import bridge_store_s3._index as index_module
+from bench.services import S3_BUCKET, S3Server
 from bridge_store.conformance.harness import agent, run
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
@@ -24,7 +25,7 @@ from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.errors import PreconditionFailed
 from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
-from tests.support.s3 import BUCKET, MakeS3Url, S3Server
+from tests.support.s3 import MakeS3Url
 
 pytestmark = pytest.mark.s3
 
@@ -69,11 +70,11 @@ def event(run_id: str, key: str | None = None, payload: Any = None) -> Document:
 
 
 def put_raw(server: S3Server, key: str, body: bytes) -> None:
-    server.client().put_object(Bucket=BUCKET, Key=key, Body=body)
+    server.client().put_object(Bucket=S3_BUCKET, Key=key, Body=body)
 
 
 def get_raw(server: S3Server, key: str) -> bytes:
-    body: bytes = server.client().get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    body: bytes = server.client().get_object(Bucket=S3_BUCKET, Key=key)["Body"].read()
     return body
 
 

@@ -9,12 +9,12 @@ from urllib.parse import urlencode
 
 import pytest
 
+from bench.services import S3_BUCKET, S3_REGION, S3Server
 from bridge_store.errors import ConfigurationError
 from bridge_store_s3._bucket import _store_options
 from bridge_store_s3._credentials import ProfileCredentials
 from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.settings import parse_url
-from tests.support.s3 import BUCKET, REGION, S3Server
 
 pytestmark = pytest.mark.s3
 
@@ -45,8 +45,8 @@ def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def url_without_keys(server: S3Server, **params: str) -> str:
-    query = {"endpoint_url": server.endpoint_url, "region": REGION, **params}
-    return f"s3://{BUCKET}/creds-{secrets.token_hex(6)}/?{urlencode(query)}"
+    query = {"endpoint_url": server.endpoint_url, "region": S3_REGION, **params}
+    return f"s3://{S3_BUCKET}/creds-{secrets.token_hex(6)}/?{urlencode(query)}"
 
 
 def test_a_profile_is_read_from_the_aws_files(aws_files: Path) -> None:

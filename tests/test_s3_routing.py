@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
+from bench.services import S3Server, execute, fetch
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.harness import StoreClient, agent, run
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
 from bridge_store_s3.settings import parse_url
 from bridge_store_sql.tables import VERSION_TABLE
-from tests.support.postgres import execute, fetch
-from tests.support.s3 import MakeS3Url, S3Server
+from tests.support.s3 import MakeS3Url
 from tests.support.server import ServerProcess, serve
 
 pytestmark = pytest.mark.s3

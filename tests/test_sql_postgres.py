@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from bench.round_trips import WriteCounter
+from bench.services import database_url, execute, fetch, free_port
 from bridge_store.conformance import StoreConformance
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
@@ -17,8 +19,7 @@ from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
 
-from .support.postgres import database_url, execute, fetch, free_port, terminate_connections
-from .support.round_trips import WriteCounter
+from .support.postgres import terminate_connections
 from .test_sql_sqlite import SqlBackendChecks
 
 pytestmark = pytest.mark.postgres

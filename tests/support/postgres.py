@@ -2,86 +2,33 @@
 
 ``make_postgres_url()`` (a session-scoped factory fixture) creates a brand-new empty
 database and returns its ``postgresql://`` URL; every database it made is dropped when
-the test session ends. The server is ``BRIDGE_STORE_TEST_POSTGRES`` (an admin URL),
-by default ``postgresql://postgres@127.0.0.1:5432/postgres``.
+the test session ends. Databases are made by ``bench.services`` (the one place for
+throwaway services), whose ``POSTGRES_ADMIN_URL`` names the server.
 
-The helpers run asyncpg on a private event loop in a worker thread, so they work from
-sync tests, from async tests and from fixtures of either kind.
+Here too asyncpg is imported only when used, so an install without the postgres
+extra can still collect the tests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import os
-import socket
 import threading
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import TypeVar
+from urllib.parse import urlsplit
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
 
-T = TypeVar("T")
-
-ADMIN_URL = os.environ.get(
-    "BRIDGE_STORE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
+from bench.services import (
+    POSTGRES_ADMIN_URL,
+    create_database,
+    database_url,
+    drop_database,
+    free_port,
+    run_async,
 )
 
-
-def run_async(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion on its own loop in a worker thread."""
-
-    async def main() -> T:
-        return await factory()
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, main()).result()
-
-
-def database_url(name: str) -> str:
-    """The URL of database ``name`` on the test server."""
-    parts = urlsplit(ADMIN_URL)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def execute(url: str, *statements: str) -> None:
-    """Run SQL statements, each on its own, in autocommit."""
-
-    async def work() -> None:
-        connection = await asyncpg.connect(url)
-        try:
-            for statement in statements:
-                await connection.execute(statement)
-        finally:
-            await connection.close()
-
-    run_async(work)
-
-
-def fetch(url: str, query: str, *args: Any) -> list[asyncpg.Record]:
-    async def work() -> list[asyncpg.Record]:
-        connection = await asyncpg.connect(url)
-        try:
-            return list(await connection.fetch(query, *args))
-        finally:
-            await connection.close()
-
-    return run_async(work)
-
-
-def create_database() -> str:
-    """Create an empty database with a unique name; returns its name."""
-    name = f"bridge_store_test_{os.getpid()}_{uuid.uuid4().hex[:12]}"
-    execute(ADMIN_URL, f'CREATE DATABASE "{name}"')
-    return name
-
-
-def drop_database(name: str) -> None:
-    # FORCE: a test that failed may have left a server process connected.
-    execute(ADMIN_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -99,19 +46,12 @@ def make_postgres_url() -> Iterator[Callable[[], str]]:
         drop_database(name)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on (at the time of the call)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 def terminate_connections(url: str) -> int:
     """Kill every other server connection to ``url``'s database; how many were killed.
 
     Returns once those server processes are gone, so their sockets are closed.
     """
+    import asyncpg  # type: ignore[import-untyped]
 
     async def work() -> int:
         connection = await asyncpg.connect(url)
@@ -148,7 +88,7 @@ class TcpProxy:
     """
 
     def __init__(self) -> None:
-        target = urlsplit(ADMIN_URL)
+        target = urlsplit(POSTGRES_ADMIN_URL)
         self._target = (target.hostname or "127.0.0.1", target.port or 5432)
         self.port = free_port()
         self._loop = asyncio.new_event_loop()
@@ -158,7 +98,7 @@ class TcpProxy:
         self._writers: set[asyncio.StreamWriter] = set()
 
     def url(self, database_name: str) -> str:
-        parts = urlsplit(ADMIN_URL)
+        parts = urlsplit(POSTGRES_ADMIN_URL)
         user = parts.username or "postgres"
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database_name}"
 

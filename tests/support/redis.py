@@ -1,9 +1,11 @@
 """Redis fixtures: fresh key prefixes on the machine's Redis, and private servers.
 
 ``make_redis_url()`` is what most tests want: each call returns a store URL on the
-machine's Redis (``BRIDGE_STORE_TEST_REDIS_URL``, default ``redis://127.0.0.1:6379/0``)
+machine's Redis (``bench.services.REDIS_URL``, from ``BRIDGE_STORE_TEST_REDIS_URL``)
 under a new unique key prefix; every key of every prefix handed out is deleted at
 teardown. Keyword arguments become URL parameters (``make_redis_url(run_events_ttl="60")``).
+redis-py is imported only when used, so an install without the redis extra can still
+collect the tests.
 
 ``redis_server`` starts a private ``redis-server`` on a free loopback port for tests
 that must stop Redis or see every key in it; the machine's Redis is shared with other
@@ -12,27 +14,25 @@ tests and is never stopped.
 
 from __future__ import annotations
 
-import os
-import secrets
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING
 
 import pytest
-import redis
 
+from bench.services import REDIS_URL, delete_prefix, free_port, new_redis_prefix, redis_store_url
 from bridge_store.conformance.harness import StoreClient
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
-from bridge_store_redis.keys import KeySpace
 
-MACHINE_REDIS_URL = os.environ.get("BRIDGE_STORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+if TYPE_CHECKING:
+    import redis
+
 START_TIMEOUT_SECONDS = 20.0
 
 MakeRedisUrl = Callable[..., str]
@@ -49,30 +49,23 @@ async def store_client(url: str) -> AsyncIterator[StoreClient]:
         await opened.close()
 
 
-def delete_prefix(client: redis.Redis, prefix: str) -> int:
-    """Delete every key of ``prefix``; returns how many there were."""
-    deleted = 0
-    for pattern in KeySpace(prefix).patterns():
-        for key in client.scan_iter(match=pattern, count=1000):
-            deleted += int(client.unlink(key))
-    return deleted
-
-
 @pytest.fixture
 def make_redis_url() -> Iterator[MakeRedisUrl]:
     """A factory of store URLs on the machine's Redis, each under a new key prefix."""
-    client = redis.Redis.from_url(MACHINE_REDIS_URL)
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
     try:
         client.ping()
     except redis.ConnectionError as error:
         client.close()
-        pytest.fail(f"the machine's Redis at {MACHINE_REDIS_URL} is not reachable: {error}")
+        pytest.fail(f"the machine's Redis at {REDIS_URL} is not reachable: {error}")
     prefixes: list[str] = []
 
     def make(**params: str) -> str:
-        prefix = f"bridge-store-test-{secrets.token_hex(6)}"
+        prefix = new_redis_prefix()
         prefixes.append(prefix)
-        return f"{MACHINE_REDIS_URL}?{urlencode({'prefix': prefix, **params})}"
+        return redis_store_url(prefix, **params)
 
     try:
         yield make
@@ -80,13 +73,6 @@ def make_redis_url() -> Iterator[MakeRedisUrl]:
         for prefix in prefixes:
             delete_prefix(client, prefix)
         client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -116,6 +102,8 @@ class RedisServer:
         return self.directory / "cert.pem"
 
     def client(self) -> redis.Redis:
+        import redis
+
         if self.tls:
             return redis.Redis(
                 host="127.0.0.1", port=self.port, ssl=True, ssl_ca_certs=str(self.certificate)
@@ -140,6 +128,8 @@ class RedisServer:
                 "--cluster-port", str(self.bus_port),
                 "--cluster-config-file", f"nodes-{self.port}.conf",
             ]  # fmt: skip
+        import redis
+
         self.process = subprocess.Popen(
             [executable, *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )

@@ -2,7 +2,7 @@
 
 Each round trip asyncpg starts is one write to the connection's transport, so
 writes / calls is the round trips per call. Used by the SQL tests and by
-``bench/sql_append.py``; it patches asyncpg's private transport, so it stays out of
+``python -m bench sql-append``; it patches asyncpg's private transport, so it stays out of
 the product package.
 """
 
