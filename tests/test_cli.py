@@ -109,9 +109,10 @@ def test_bridge_command_arguments() -> None:
     args = parser.parse_args(["bridge", "--", "--max-concurrent-agents", "4"])
     assert args.bridge_args == ["--max-concurrent-agents", "4"]
     assert (args.store, args.store_callback_url) == (None, None)
-    # The names the command had before it could start its own store still work.
-    old = parser.parse_args(["bridge", "--store-url", "http://s/", "--auth-token-file", "f"])
-    assert (old.store_callback_url, old.store_auth_token_file) == ("http://s/", "f")
+    existing = parser.parse_args(
+        ["bridge", "--store-callback-url", "http://s/", "--store-auth-token-file", "f"]
+    )
+    assert (existing.store_callback_url, existing.store_auth_token_file) == ("http://s/", "f")
 
 
 @dataclass

@@ -111,8 +111,13 @@ def test_url_forms() -> None:
     assert parse_sqlite("sqlite:///relative.db") == SqliteSettings(path=Path("relative.db"))
     assert parse_sqlite("sqlite:///dir/rel.db").path == Path("dir/rel.db")
     assert parse_sqlite("sqlite:////abs/path.db").path == Path("/abs/path.db")
-    assert parse_sqlite("sqlite+aiosqlite:////abs/path.db").path == Path("/abs/path.db")
     assert parse_sqlite("sqlite:///x.db?busy_timeout=250").busy_timeout_ms == 250
+
+
+def test_sqlite_is_the_only_sqlite_scheme() -> None:
+    # sqlite+aiosqlite, a spelling from before the SQLite worker threads, is gone.
+    with pytest.raises(ConfigurationError, match=r"no installed backend serves sqlite\+aiosqlite"):
+        open_backend(get_plugin_manager(), "sqlite+aiosqlite:///x.db")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The SQL backend: SQLite (the embedded default) and Postgres, on SQLAlchemy 2 async.
 
-``sqlite:///relative.db``, ``sqlite:////abs/path.db`` (also ``sqlite+aiosqlite://``);
+``sqlite:///relative.db``, ``sqlite:////abs/path.db``;
 ``postgresql://user@host/db`` (also ``postgres://``, ``postgresql+asyncpg://``, with
 pool parameters in the query, see :mod:`bridge_store_sql.settings`). The schema is
 managed by the alembic migrations shipped in ``bridge_store_migrations``.

@@ -1,7 +1,7 @@
 """Store URLs the SQL backend accepts, parsed into connection settings.
 
-SQLite: ``sqlite:///relative.db`` or ``sqlite:////abs/path.db`` (``sqlite+aiosqlite``,
-an older spelling, too), with an optional ``busy_timeout`` in milliseconds.
+SQLite: ``sqlite:///relative.db`` or ``sqlite:////abs/path.db``, with an optional
+``busy_timeout`` in milliseconds.
 
 Postgres: ``postgresql://``, ``postgres://`` or ``postgresql+asyncpg://`` URLs. The pool
 and timeout parameters below are taken out of the query; everything else (``sslmode``,
@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from bridge_store.errors import ConfigurationError
 from bridge_store.urls import redact
 
-SQLITE_SCHEMES = ("sqlite", "sqlite+aiosqlite")
+SQLITE_SCHEMES = ("sqlite",)
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+asyncpg")
 
 T = TypeVar("T")

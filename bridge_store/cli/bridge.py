@@ -43,9 +43,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help=f"file holding that server's bearer token (env {TOKEN_ENV} takes precedence)",
     )
-    # The names before the embedded store existed.
-    existing.add_argument("--store-url", dest="store_callback_url", help=argparse.SUPPRESS)
-    existing.add_argument("--auth-token-file", dest="store_auth_token_file", help=argparse.SUPPRESS)
     options = bridge.add_argument_group("the bridge")
     options.add_argument(
         "--bridge-bin",
