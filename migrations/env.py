@@ -1,4 +1,4 @@
-"""Alembic environment for the SQL backend.
+"""Alembic environment for the SQL backend (``bridge_store_sql``): its tables' history.
 
 Only ever run programmatically (``bridge_store_sql.migrate``): the caller opens a
 connection, takes whatever lock keeps concurrent upgrades apart, begins the transaction

@@ -1,0 +1,50 @@
+"""The tree keeps the shape the README and docs describe: small modules, named homes.
+
+Statements about the code in prose rot; these tests keep the ones that can be checked
+true: the size bound of modules, the modules the README's layout names, and the
+``python -m bench`` commands the README and docs tell people to run.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bench.__main__ import COMMANDS
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+#: The project's bound (STYLE.md: small, explicit modules); docs/connect.md cites it.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_of_the_product_is_over_the_size_bound() -> None:
+    modules = [
+        path
+        for folder in ("bridge_store", "backends")
+        for path in (ROOT / folder).rglob("*.py")
+        if "_generated" not in path.parts
+    ]
+    assert modules
+    too_long = {
+        str(path.relative_to(ROOT)): lines
+        for path in modules
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not too_long, f"split these modules (over {MAX_MODULE_LINES} lines): {too_long}"
+
+
+def test_the_readme_layout_names_modules_that_exist() -> None:
+    layout = README.split("\nLayout: ", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`([\w/]+(?:\.py|/))`", layout)
+    assert "connect.py" in named
+    homes = [ROOT, ROOT / "bridge_store", ROOT / "bench", *sorted((ROOT / "backends").iterdir())]
+    for name in named:
+        assert any((home / name).exists() for home in homes), f"{name} is not in the tree"
+
+
+def test_every_bench_command_the_docs_name_exists() -> None:
+    texts = [README, *(path.read_text() for path in sorted((ROOT / "docs").glob("*.md")))]
+    named = {name for text in texts for name in re.findall(r"python -m bench ([a-z][\w-]*)", text)}
+    assert "load" in named
+    assert named <= set(COMMANDS), f"not bench commands: {sorted(named - set(COMMANDS))}"
