@@ -15,12 +15,13 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 
+from bench.services import run_async
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 
-from .support.postgres import TcpProxy, run_async
+from .support.postgres import TcpProxy
 from .support.server import StoreHttpClient, serve
 
 pytestmark = pytest.mark.postgres
