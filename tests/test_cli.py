@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from bridge_store.stores import Routes
 from bridge_store.urls import redact
 
 from .support.server import CALL_STORE_PATH, serve, start_server
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_cli(
@@ -171,6 +174,18 @@ def test_serve_on_default_store_generates_a_private_token_file(tmp_path: Path) -
         assert (tmp_path / "bridge-store.db").exists()
     assert server.returncode == 0, server.stderr_after_ready
     assert token not in server.stderr_after_ready
+
+
+def test_the_version_is_pyprojects_and_serve_announces_it(tmp_path: Path) -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert run_cli("--version").stdout.strip() == declared
+    with serve_with_own_token("--store", "memory://", cwd=tmp_path) as server:
+        assert server.ready["version"] == declared
+    # The README's example ready line shows it too, and the changelog has its section
+    # below the one the next changes go to.
+    assert f'"version": "{declared}"' in (ROOT / "README.md").read_text()
+    headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert headings[:2] == ["Unreleased", declared]
 
 
 def test_token_from_file_is_used_and_not_announced(tmp_path: Path) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib.metadata import version
 from typing import Protocol
 
+from .. import __version__
 from ..errors import ConfigurationError
 from . import bridge, db, serve
 
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
             '--store-callback-url pointing here and --local-store \'{"type":"custom"}\'.'
         ),
     )
-    parser.add_argument("--version", action="version", version=version("bridge-store"))
+    parser.add_argument("--version", action="version", version=__version__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS.values():
         command.add_parser(commands)

@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from .. import __version__
 from .._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from ..errors import ConfigurationError
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    ready = {"url": f"http://{shown_host}:{port}/"}
+    ready = {"url": f"http://{shown_host}:{port}/", "version": __version__}
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     server = _AnnouncingServer(
