@@ -15,13 +15,19 @@ from starlette.types import Receive, Scope, Send
 
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
-from .dispatch import call_store
+from .dispatch import HANDLERS, call_store
 from .errors import unavailable
+from .metrics import BackendView, Metrics, MetricsEndpoint
+from .observe import CallObserver
 from .plugins import get_plugin_manager
+from .readiness import READY_PATH, ServedBackend, readiness_report
 from .stores import ResolvedStores, Stores, resolve
 from .types import Answer
 
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
+#: How long /readyz waits for each backend's probe.
+READINESS_TIMEOUT_SECONDS = 5.0
 
 
 class BridgeStoreApp:
@@ -35,6 +41,9 @@ class BridgeStoreApp:
     def __init__(self, call_store_endpoint: CallStoreEndpoint, starlette: Starlette) -> None:
         self.call_store_endpoint = call_store_endpoint
         self.starlette = starlette
+        #: The app's metrics (None with ``metrics=False``), e.g. for an embedding
+        #: application to add its own or serve the registry elsewhere.
+        self.metrics: Metrics | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -67,6 +76,13 @@ def create_app(
     backends = resolved
     # A one-slot box: the lifespan puts the open stores in, requests read them.
     serving: list[Stores] = []
+    routed = config.routes.served()
+    served = [ServedBackend(url, routed[url], one) for url, one in resolved.backends.items()]
+    metrics = Metrics(HANDLERS) if config.metrics else None
+    if metrics is not None:
+        for one in served:
+            pool_stats = getattr(one.backend, "pool_stats", _no_pool)
+            metrics.add_backend(BackendView(one.scheme, ",".join(one.substores), pool_stats))
 
     async def handle(substore: Any, method: Any, data: Any) -> Answer:
         if not serving:
@@ -76,7 +92,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         opened = await backends.start(migrate=config.migrate)
-        serving.append(opened.stores)
+        serving.append(opened.stores if metrics is None else metrics.metered(opened.stores))
         try:
             yield
         finally:
@@ -90,14 +106,36 @@ def create_app(
             return JSONResponse({"status": "starting"}, status_code=503)
         return JSONResponse({"status": "ok"})
 
+    async def readyz(request: Request) -> JSONResponse:
+        # For orchestrators, without auth: probes every backend, so each poll costs a
+        # round trip to each.
+        if not serving:
+            return JSONResponse({"status": "starting", "backends": []}, status_code=503)
+        ready, entries = await readiness_report(served, READINESS_TIMEOUT_SECONDS)
+        body = {"status": "ready" if ready else "unready", "backends": entries}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
     endpoint = CallStoreEndpoint(
         handle,
         auth_token=config.auth_token,
         max_request_bytes=config.max_request_bytes,
         compress_min_bytes=config.compress_min_bytes,
+        observer=CallObserver(HANDLERS, metrics=metrics, access_log=config.access_log),
     )
     routes = [
         Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
         Route(HEALTH_PATH, healthz, methods=["GET"]),
+        Route(READY_PATH, readyz, methods=["GET"]),
     ]
-    return BridgeStoreApp(endpoint, Starlette(routes=routes, lifespan=lifespan))
+    if metrics is not None:
+        token = None if config.metrics_public else config.auth_token
+        routes.append(
+            Route(METRICS_PATH, MetricsEndpoint(metrics.registry, token), methods=["GET"])
+        )
+    app = BridgeStoreApp(endpoint, Starlette(routes=routes, lifespan=lifespan))
+    app.metrics = metrics
+    return app
+
+
+def _no_pool() -> None:
+    """The pool figures of a backend without ``pool_stats``: none."""

@@ -24,6 +24,8 @@ class ServerConfig:
     ``migrate`` brings SQL schemas to the latest revision when the server starts.
     ``compress_min_bytes``: gzip responses at least this large when the client accepts
     it; 0 never compresses.
+    ``metrics`` serves ``GET /metrics``, behind the bearer token unless
+    ``metrics_public``. ``access_log`` logs one line per CallStore call.
     """
 
     routes: Routes
@@ -31,6 +33,9 @@ class ServerConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     migrate: bool = True
     compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES
+    metrics: bool = True
+    metrics_public: bool = False
+    access_log: bool = False
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.

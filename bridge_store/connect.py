@@ -18,7 +18,7 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.types import Message, Receive, Scope, Send
 
@@ -54,6 +54,7 @@ _WANTED_HEADERS = frozenset(
         b"connect-protocol-version",
         b"connect-timeout-ms",
         b"accept-encoding",
+        b"x-request-id",
     }
 )
 
@@ -64,15 +65,38 @@ class ClientDisconnected(Exception):
     """The client went away before its request body arrived: nobody is left to answer."""
 
 
-class Reply:
-    """A complete unary HTTP response: status, headers and body, sent in one go."""
+class CallObserver(Protocol):
+    """Told about each request: metrics, logs and traces (see :mod:`.observe`)."""
 
-    __slots__ = ("body", "headers", "status")
+    def start(self, request_id_header: str | None) -> Any:
+        """A request's headers are read; returns what the other two calls are given."""
+
+    def named(self, observation: Any, substore: Any, method: Any, request_bytes: int) -> None:
+        """Its body (``request_bytes`` as received) is decoded and names its call."""
+
+    def finish(self, observation: Any, code: str, response_bytes: int) -> None:
+        """Its answer is ready (``code``: ``ok`` or the Connect error code)."""
+
+
+class Reply:
+    """A complete unary HTTP response: status, headers and body, sent in one go.
+
+    ``code`` is the Connect code the client reads from it, ``ok`` for a success.
+    """
+
+    __slots__ = ("body", "code", "headers", "status")
 
     def __init__(
-        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+        *,
+        code: str = "ok",
     ) -> None:
         self.status = status
+        self.code = code
         self.body = body
         self.headers = [
             (b"content-type", content_type.encode("latin-1")),
@@ -92,7 +116,7 @@ def error_response(error: ConnectError, headers: dict[str, str] | None = None) -
     Errors are JSON whatever codec the request used, as the protocol specifies.
     """
     body = json.dumps({"code": error.code.value, "message": error.message}).encode("utf-8")
-    return Reply(error.code.http_status, body, "application/json", headers)
+    return Reply(error.code.http_status, body, "application/json", headers, code=error.code.value)
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
@@ -106,6 +130,16 @@ def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
         if name in _WANTED_HEADERS and name not in headers:
             headers[name] = value.decode("latin-1")
     return headers
+
+
+def bearer_matches(header: str | None, token: bytes) -> bool:
+    """Whether an ``Authorization`` header carries ``Bearer <token>``."""
+    scheme, _, given = (header or "").partition(" ")
+    # latin-1 gives back the header's raw bytes; compare_digest takes constant time
+    # so the comparison does not reveal how much of a guess was right.
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("latin-1"), token
+    )
 
 
 def codec_for(content_type: str) -> Codec | None:
@@ -183,24 +217,52 @@ class CallStoreEndpoint:
         auth_token: str,
         max_request_bytes: int,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
+        observer: CallObserver | None = None,
     ) -> None:
         self._handler = handler
+        self._observer = observer
         self._token = auth_token.encode("utf-8")
         self._limit = max_request_bytes
         self._compress_min_bytes = compress_min_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = request_headers(scope["headers"])
+        observer = self._observer
+        if observer is None:
+            reply = await self._reply(headers, receive, None)
+            if reply is not None:
+                await reply.send(send)
+            return
+        observation = observer.start(headers.get(b"x-request-id"))
+        reply = None
         try:
-            reply = await self._respond(request_headers(scope["headers"]), receive)
+            reply = await self._reply(headers, receive, observation)
+        finally:
+            if reply is None:  # the client went away, or this task was cancelled
+                observer.finish(observation, Code.CANCELED.value, 0)
+            else:
+                observer.finish(observation, reply.code, len(reply.body))
+        if reply is None:
+            return
+        reply.headers.append((b"x-request-id", observation.request_id.encode("latin-1")))
+        await reply.send(send)
+
+    async def _reply(
+        self, headers: dict[bytes, str], receive: Receive, observation: Any
+    ) -> Reply | None:
+        """The answer to the request; None when the client is gone before its body came."""
+        try:
+            return await self._respond(headers, receive, observation)
         except ClientDisconnected:
-            return  # nobody is left to answer
+            return None  # nobody is left to answer
         except Exception:
             # A bug in this layer: still a Connect error, never a text/plain 500.
             logger.exception("CallStore request handling failed")
-            reply = error_response(ConnectError(Code.INTERNAL, "internal error"))
-        await reply.send(send)
+            return error_response(ConnectError(Code.INTERNAL, "internal error"))
 
-    async def _respond(self, headers: dict[bytes, str], receive: Receive) -> Reply:
+    async def _respond(
+        self, headers: dict[bytes, str], receive: Receive, observation: Any
+    ) -> Reply:
         if not self._authenticated(headers.get(b"authorization")):
             return error_response(
                 ConnectError(Code.UNAUTHENTICATED, "missing or invalid bearer token"),
@@ -221,11 +283,13 @@ class CallStoreEndpoint:
             check_protocol_version(headers.get(b"connect-protocol-version"))
             timeout = timeout_seconds(headers.get(b"connect-timeout-ms"))
             if timeout is None:
-                answer = await self._read_and_call(codec, headers, receive, encoding)
+                answer = await self._read_and_call(codec, headers, receive, encoding, observation)
             else:
                 try:
                     async with asyncio.timeout(timeout) as deadline:
-                        answer = await self._read_and_call(codec, headers, receive, encoding)
+                        answer = await self._read_and_call(
+                            codec, headers, receive, encoding, observation
+                        )
                 except TimeoutError:
                     if not deadline.expired():
                         raise
@@ -239,26 +303,29 @@ class CallStoreEndpoint:
             return error_response(error)
 
     async def _read_and_call(
-        self, codec: Codec, headers: dict[bytes, str], receive: Receive, encoding: str
+        self,
+        codec: Codec,
+        headers: dict[bytes, str],
+        receive: Receive,
+        encoding: str,
+        observation: Any,
     ) -> Answer:
         body: bytes | bytearray = await read_body(
             receive, headers.get(b"content-length"), self._limit
         )
+        received = len(body)
         if encoding == "gzip" and body:
             # An empty body is an empty message whatever the encoding, as in connect-go.
             body = gunzip(body, self._limit)
         call = codec.decode(body)
         # Not kept while the store works: a checkpoint body can be 100 MiB.
         del body
+        if self._observer is not None:
+            self._observer.named(observation, call.substore, call.method, received)
         return await self._call(call)
 
     def _authenticated(self, header: str | None) -> bool:
-        scheme, _, token = (header or "").partition(" ")
-        # latin-1 gives back the header's raw bytes; compare_digest takes constant time
-        # so the comparison does not reveal how much of a guess was right.
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            token.strip().encode("latin-1"), self._token
-        )
+        return bearer_matches(header, self._token)
 
     async def _call(self, call: CallStoreCall) -> Answer:
         try:
@@ -296,4 +363,6 @@ def _unsupported_media_type(content_type: str) -> Reply:
         body.encode("utf-8"),
         "text/plain; charset=utf-8",
         {"accept-post": ACCEPT_POST},
+        # What a Connect client makes of an HTTP 415.
+        code=Code.UNKNOWN.value,
     )

@@ -15,7 +15,15 @@ import pluggy
 
 from .errors import ConfigurationError
 from .plugins import open_backend
-from .substores import AgentStore, Backend, CheckpointStore, RunEventStore, RunStore
+from .substores import (
+    SUBSTORE_NAMES,
+    AgentStore,
+    Backend,
+    CheckpointStore,
+    RunEventStore,
+    RunStore,
+    SubstoreName,
+)
 
 T = TypeVar("T")
 
@@ -46,6 +54,12 @@ class Routes:
     def urls(self) -> list[str]:
         """Distinct URLs in substore order."""
         return list(dict.fromkeys((self.agents, self.runs, self.run_events, self.checkpoints)))
+
+    def served(self) -> dict[str, tuple[SubstoreName, ...]]:
+        """Each distinct URL (in :meth:`urls` order) and the substores routed to it."""
+        targets = (self.agents, self.runs, self.run_events, self.checkpoints)
+        routed = list(zip(SUBSTORE_NAMES, targets, strict=True))
+        return {url: tuple(name for name, to in routed if to == url) for url in self.urls()}
 
 
 @dataclass(slots=True)

@@ -162,6 +162,20 @@ class CheckpointStore(Protocol):
         """Up to ``limit`` blob refs after ``after``, ordered by (blobId, agentId)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A backend's connection pool at one instant, for the metrics.
+
+    ``size``: connections the pool may hold; ``in_use``: checked out now; ``waits``:
+    checkouts since start that found every connection in use and had to wait, or None
+    when the pool cannot tell.
+    """
+
+    size: int
+    in_use: int
+    waits: int | None = None
+
+
 class Backend(Protocol):
     """One storage URL, opened: provides one or more substores.
 
@@ -185,3 +199,21 @@ class Backend(Protocol):
 
     async def schema_revision(self) -> str | None:
         """The current schema version, or None for schemaless stores."""
+
+    async def readiness(self) -> str | None:
+        """None when the backend can serve calls now; otherwise why not, in one line.
+
+        A cheap probe (one round trip: ``SELECT``, ``PING``, one small read) that
+        also checks what calls need besides a connection, such as a schema at the
+        latest revision. The server bounds it with the backend timeout and reports a
+        raised :class:`~bridge_store.errors.ConnectError` by its message, so an
+        outage may simply raise ``unavailable``. Never put a secret in the answer: it
+        is served without auth on ``/readyz``. Optional: for a backend without it the
+        server calls :meth:`schema_revision` and counts an answer as ready.
+        """
+
+    def pool_stats(self) -> PoolStats | None:
+        """The connection pool now, for the metrics; None without a pool. Optional.
+
+        Called when metrics are scraped, from the event loop: it must not block.
+        """

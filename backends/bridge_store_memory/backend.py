@@ -345,3 +345,10 @@ class MemoryBackend:
 
     async def schema_revision(self) -> str | None:
         return None
+
+    async def readiness(self) -> str | None:
+        """Always ready: the data is in this process."""
+        return None
+
+    def pool_stats(self) -> None:
+        """No connections."""

@@ -10,6 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.substores import PoolStats
 
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
@@ -87,3 +88,16 @@ class RedisBackend:
 
     async def schema_revision(self) -> str | None:
         return None
+
+    @redis_errors
+    async def readiness(self) -> str | None:
+        """PING: the server answers on a pooled connection."""
+        await self._client.ping()
+        return None
+
+    def pool_stats(self) -> PoolStats:
+        pool = self._client.connection_pool
+        # redis-py has no public count of checked-out connections across its versions
+        # (get_connection_count is 7.x and later); its pools have kept this set since 4.x.
+        in_use = len(getattr(pool, "_in_use_connections", ()))
+        return PoolStats(size=self.settings.max_connections, in_use=in_use)

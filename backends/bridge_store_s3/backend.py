@@ -62,3 +62,13 @@ class S3Backend:
         if marker is None:
             return None
         return str(json.loads(marker.body).get("layout"))
+
+    async def readiness(self) -> str | None:
+        """One GET of the layout marker: the bucket answers, and holds our layout."""
+        revision = await self.schema_revision()
+        if revision is not None and revision != str(LAYOUT_VERSION):
+            return f"the bucket holds layout version {revision}, not {LAYOUT_VERSION}"
+        return None
+
+    def pool_stats(self) -> None:
+        """obstore keeps its connections to itself."""

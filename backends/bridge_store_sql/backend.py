@@ -7,6 +7,7 @@ import logging
 import sqlalchemy.exc as sa_exc
 
 from bridge_store.errors import ConfigurationError, ConnectError
+from bridge_store.substores import PoolStats
 
 from . import migrate as migrate_module
 from .agents import SqlAgents
@@ -25,6 +26,7 @@ class SqlBackend:
         self.runs = SqlRuns(db)
         self.run_events = SqlRunEvents(db)
         self.checkpoints = SqlCheckpoints(db)
+        self._head: str | None = None
 
     async def start(self, *, migrate: bool) -> None:
         """Create the engines and check the database answers; upgrade when ``migrate``.
@@ -70,3 +72,19 @@ class SqlBackend:
 
     async def schema_revision(self) -> str | None:
         return await self.db.read(migrate_module.current_revision, what="schema revision")
+
+    async def readiness(self) -> str | None:
+        """One read of the schema revision: the database answers, at the latest schema."""
+        current = await self.schema_revision()
+        if self._head is None:  # read from the migration scripts once, not every probe
+            self._head = migrate_module.head_revision()
+        head = self._head
+        if current != head:
+            return (
+                f"schema at revision {current or '(none)'}, not {head}: "
+                f"run `bridge-store db upgrade`"
+            )
+        return None
+
+    def pool_stats(self) -> PoolStats | None:
+        return self.db.pool_stats()

@@ -32,9 +32,11 @@ from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from bridge_store.errors import ConfigurationError, unavailable
+from bridge_store.substores import PoolStats
 from bridge_store.urls import redact
 
 from . import errors
@@ -83,6 +85,10 @@ class Database(abc.ABC):
     @abc.abstractmethod
     async def migrate(self, work: Work[T], *, what: str) -> T:
         """Run schema work with every other migrating process locked out."""
+
+    @abc.abstractmethod
+    def pool_stats(self) -> PoolStats | None:
+        """The connection pools now (None before start)."""
 
 
 # -- SQLite ----------------------------------------------------------------------------
@@ -205,6 +211,18 @@ class SqliteDatabase(Database):
     async def read(self, work: Work[T], *, what: str) -> T:
         return await self._submit(self._readers, work, what)
 
+    def pool_stats(self) -> PoolStats | None:
+        engines = [e for e in (self._write_engine, self._read_engine) if e is not None]
+        if not engines:
+            return None
+        # Each worker thread holds one connection while it works; calls never wait in
+        # the pool but queue at the threads (sqlite_threads), so waits are not counted.
+        pools = [engine.pool for engine in engines if isinstance(engine.pool, QueuePool)]
+        return PoolStats(
+            size=sum(pool.size() for pool in pools),
+            in_use=sum(pool.checkedout() for pool in pools),
+        )
+
     async def write(self, work: Work[T], *, what: str, atomic: bool, retry: bool) -> T:
         # Every SQLite write is a transaction (BEGIN IMMEDIATE), atomic or not; a local
         # file has no dead connections to retry.
@@ -255,6 +273,9 @@ class PostgresDatabase(Database):
         self.settings = settings
         self._engine: AsyncEngine | None = None
         self._autocommit: AsyncEngine | None = None
+        self._pool: QueuePool | None = None
+        #: Units of work that found every pooled connection checked out (see _run).
+        self._pool_waits = 0
 
     @property
     def engine(self) -> AsyncEngine:
@@ -290,7 +311,22 @@ class PostgresDatabase(Database):
 
         return await self._run(unit, retry=False, what=what)
 
+    def pool_stats(self) -> PoolStats | None:
+        pool = self._pool
+        if pool is None:
+            return None
+        return PoolStats(
+            size=pool.size() + self.settings.max_overflow,
+            in_use=pool.checkedout(),
+            waits=self._pool_waits,
+        )
+
     async def _run(self, unit: Callable[[], T], *, retry: bool, what: str) -> T:
+        pool = self._pool
+        # Exact on the event loop: nothing else checks out between this test and the
+        # unit's own checkout, which then waits (up to pool_timeout) for a return.
+        if pool is not None and pool.checkedout() >= pool.size() + self.settings.max_overflow:
+            self._pool_waits += 1
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
@@ -347,8 +383,11 @@ class PostgresDatabase(Database):
 
         self._engine = engine
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        pool = engine.sync_engine.pool
+        self._pool = pool if isinstance(pool, QueuePool) else None
 
     async def close(self) -> None:
         if self._engine is not None:
             await self._engine.dispose()
         self._engine = self._autocommit = None
+        self._pool = None

@@ -1,0 +1,144 @@
+"""What is recorded about each CallStore call: its request id, metrics, log line and span.
+
+The wire layer (:mod:`.connect`) tells a :class:`CallObserver` when a request starts,
+once its body names the call, and when its answer is ready; the observer feeds the
+metrics (:mod:`.metrics`), writes the per-call log line when ``--access-log`` asks
+for one, and names the current trace span (:mod:`.tracing`). While a call runs,
+:data:`CURRENT_CALL` holds its :class:`CallObservation`, so any line logged during it
+carries its request id (:mod:`.logs`).
+
+Only values from the method table reach a label, a log line or a span: a substore or
+method the table does not know is recorded as ``unknown``, never as the client sent
+it, and nothing from the request body is recorded at all.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from .metrics import UNKNOWN, Metrics
+
+#: The request header a caller may set to tie its own logs to ours; always answered.
+REQUEST_ID_HEADER = "x-request-id"
+#: Longest request id kept from a caller; longer ones are cut to this.
+MAX_REQUEST_ID_LENGTH = 128
+#: What a caller's request id may hold (UUIDs, ULIDs, base64 and the like); anything
+#: else is replaced, so a request id can never break a log line or a header.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:+/=-]+")
+
+#: The call being answered in this task, for log records made while it runs.
+CURRENT_CALL: contextvars.ContextVar[CallObservation | None] = contextvars.ContextVar(
+    "bridge_store_call", default=None
+)
+
+access_logger = logging.getLogger("bridge_store.access")
+
+
+def request_id(header: str | None) -> str:
+    """The caller's ``X-Request-Id``, cut to 128 characters, or a new random one."""
+    if header is not None:
+        candidate = header.strip()[:MAX_REQUEST_ID_LENGTH]
+        if _REQUEST_ID.fullmatch(candidate):
+            return candidate
+    return secrets.token_hex(16)
+
+
+class CallSpans(Protocol):
+    """Names the trace span of the call in progress (see :mod:`.tracing`)."""
+
+    def named(self, substore: str, method: str) -> None:
+        """The call's body named ``substore``.``method``."""
+
+    def answered(self, code: str) -> None:
+        """The call is answered with ``code`` (``ok`` or a Connect error code)."""
+
+
+class CallObservation:
+    """One request, from its headers to its answer."""
+
+    __slots__ = ("_token", "method", "request_bytes", "request_id", "started", "substore")
+
+    def __init__(self, request_id: str) -> None:
+        self.started = time.perf_counter()
+        self.request_id = request_id
+        self.substore = UNKNOWN
+        self.method = UNKNOWN
+        self.request_bytes = 0
+        self._token: contextvars.Token[CallObservation | None] | None = None
+
+
+class CallObserver:
+    """Records every call into the metrics, the access log and the trace, as configured.
+
+    ``methods`` is the method table (substore -> method names): the only label values.
+    """
+
+    def __init__(
+        self,
+        methods: Mapping[str, Iterable[str]],
+        *,
+        metrics: Metrics | None = None,
+        access_log: bool = False,
+        spans: CallSpans | None = None,
+    ) -> None:
+        self._labels = {
+            (substore, method): (substore, method)
+            for substore, names in methods.items()
+            for method in names
+        }
+        self._metrics = metrics
+        self._access_log = access_log
+        self._spans = spans
+
+    def start(self, request_id_header: str | None) -> CallObservation:
+        """A request arrived (its headers are read)."""
+        observation = CallObservation(request_id(request_id_header))
+        observation._token = CURRENT_CALL.set(observation)
+        if self._metrics is not None:
+            self._metrics.in_flight += 1
+        return observation
+
+    def named(
+        self, observation: CallObservation, substore: Any, method: Any, request_bytes: int
+    ) -> None:
+        """The body (``request_bytes`` as received) is decoded and names its call."""
+        try:
+            labels = self._labels.get((substore, method))
+        except TypeError:  # a JSON list or object where a name belongs
+            labels = None
+        if labels is not None:
+            observation.substore, observation.method = labels
+        observation.request_bytes = request_bytes
+        if self._spans is not None:
+            self._spans.named(observation.substore, observation.method)
+
+    def finish(self, observation: CallObservation, code: str, response_bytes: int) -> None:
+        """The answer (``response_bytes`` as sent) is ready; ``code`` is ``ok`` or an error's."""
+        seconds = time.perf_counter() - observation.started
+        metrics = self._metrics
+        if metrics is not None:
+            metrics.in_flight -= 1
+            metrics.method(observation.substore, observation.method).record(
+                code, seconds, observation.request_bytes, response_bytes
+            )
+        if self._spans is not None:
+            self._spans.answered(code)
+        if self._access_log:
+            duration_ms = round(seconds * 1000, 3)
+            access_logger.info(
+                "%s.%s %s %.3f ms",
+                observation.substore,
+                observation.method,
+                code,
+                duration_ms,
+                extra={"code": code, "duration_ms": duration_ms},
+            )
+        if observation._token is not None:
+            CURRENT_CALL.reset(observation._token)
+            observation._token = None
