@@ -242,7 +242,7 @@ def measure(
     row = Row(target)
     row.details["load_average_before"] = os.getloadavg()
     with (
-        servers.running(target) as server,
+        servers.running(target, serve_args=args.serve_args) as server,
         tempfile.TemporaryDirectory(prefix="bench-load-") as directory,
     ):
         row.details["pid"] = server.pid
@@ -460,6 +460,13 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--json", type=Path, help="where to write results (default: bench/results/load-*.json)"
     )
+    parser.add_argument(
+        "--serve-args",
+        default="",
+        metavar="ARGS",
+        help="more options for every bridge-store serve target, split on spaces, e.g. "
+        "--serve-args=--no-metrics to measure what the metrics cost",
+    )
     args = parser.parse_args(argv)
     targets = [name.strip() for name in args.targets.split(",") if name.strip()]
     unknown = sorted(set(targets) - set(servers.TARGETS))
@@ -468,6 +475,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     if not 1 <= args.threads <= args.connections or args.duration <= 0 or args.warmup < 0:
         parser.error("need 1 <= threads <= connections, duration > 0 and warmup >= 0")
     args.targets = targets
+    args.serve_args = args.serve_args.split()
     return args
 
 
@@ -512,6 +520,7 @@ def main(argv: list[str]) -> int:
             "threads": args.threads,
             "duration_s": args.duration,
             "warmup_s": args.warmup,
+            "serve_args": args.serve_args,
             "operations": [
                 {"key": op.key, "weight": op.weight, "body_bytes": _body_bytes(op, world)}
                 for op in ops

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,21 +238,22 @@ def store_url(backend: str, directory: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def running(target: str) -> Iterator[Server]:
+def running(target: str, *, serve_args: Sequence[str] = ()) -> Iterator[Server]:
     """Start ``target`` fresh, yield it, stop it and clean up after it."""
     with (
         tempfile.TemporaryDirectory(prefix="bridge-store-bench-") as directory,
-        _running(target, Path(directory)) as server,
+        _running(target, Path(directory), serve_args) as server,
     ):
         yield server
 
 
 @contextlib.contextmanager
-def _running(target: str, directory: Path) -> Iterator[Server]:
+def _running(target: str, directory: Path, serve_args: Sequence[str]) -> Iterator[Server]:
     token = secrets.token_urlsafe(24)
     if target in BACKENDS:
         with store_url(target, directory) as url:
             args = ["--host", "127.0.0.1", "--port", "0", "--store", url, "--log-level", "warning"]
+            args += list(serve_args)
             with start_serve(args, auth_token=token) as sidecar:
                 yield Server(
                     target,

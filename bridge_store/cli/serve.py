@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging.config
 import os
 import signal
 import socket
@@ -94,7 +95,30 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=["critical", "error", "warning", "info", "debug"],
         help="server log level (default: %(default)s)",
     )
-    serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="log lines as text, or as one JSON object each for a log collector "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log a line per request; CallStore lines carry substore, method, code, "
+        "duration_ms and request_id",
+    )
+    serve.add_argument(
+        "--no-metrics",
+        dest="metrics",
+        action="store_false",
+        help="do not serve Prometheus metrics on GET /metrics",
+    )
+    serve.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="serve GET /metrics without the bearer token (for a scraper on a trusted network)",
+    )
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -111,7 +135,12 @@ class _AnnouncingServer(uvicorn.Server):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..app import create_app  # Starlette and the app load only for serve.
+    # Starlette, the app and its metrics load only for serve.
+    from ..app import create_app
+    from ..logs import logging_config
+
+    # First: whatever start-up logs goes out in the chosen format.
+    logging.config.dictConfig(logging_config(args.log_format, args.log_level))
 
     routes = routes_from(args)
     # Bad URLs and missing extras are found before a token is written or a port opened.
@@ -123,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
         max_request_bytes=args.max_request_bytes,
         migrate=args.migrate,
         compress_min_bytes=args.gzip_min_bytes,
+        metrics=args.metrics,
+        metrics_public=args.metrics_public,
+        access_log=args.access_log,
     )
     app = create_app(config, resolved=resolved)
     listener = _listen(args.host, args.port)
@@ -134,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
     server = _AnnouncingServer(
         uvicorn.Config(
             app,
+            # Logging is configured above; uvicorn only sets its loggers' levels.
+            log_config=None,
             log_level=args.log_level,
             access_log=args.access_log,
             **UVICORN_SETTINGS,

@@ -1,0 +1,255 @@
+"""GET /readyz: 200 only while every backend answers its probe at the latest schema."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from bridge_store import app as app_module
+from bridge_store import hookimpl
+from bridge_store.app import create_app
+from bridge_store.config import ServerConfig
+from bridge_store.errors import unavailable
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.readiness import READY_PATH
+from bridge_store.stores import Routes
+from bridge_store_memory import MemoryBackend
+from tests.support.inprocess import running
+from tests.support.postgres import TcpProxy
+from tests.support.server import serve
+
+TOKEN = "readiness-test-token"
+
+
+class ProbedBackend(MemoryBackend):
+    """A memory backend whose probe answers what the test says (``None``: ready)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer: str | None = None
+        self.outage = False
+        self.hang = False
+
+    async def readiness(self) -> str | None:
+        if self.hang:
+            await asyncio.sleep(3600)
+        if self.outage:
+            raise unavailable("connection refused by the probed store")
+        return self.answer
+
+
+class LegacyBackend:
+    """A backend written before readiness existed: only its schema question is asked."""
+
+    def __init__(self) -> None:
+        memory = MemoryBackend()
+        self.agents, self.runs = memory.agents, memory.runs
+        self.run_events, self.checkpoints = memory.run_events, memory.checkpoints
+        self.schema_questions = 0
+        self.broken = False
+
+    async def start(self, *, migrate: bool) -> None:
+        """Nothing to connect to."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    async def upgrade_schema(self) -> None:
+        """No schema."""
+
+    async def schema_revision(self) -> str | None:
+        self.schema_questions += 1
+        if self.broken:
+            raise RuntimeError("password=hunter2 leaked into an exception")
+        return None
+
+
+class Plugin:
+    def __init__(self) -> None:
+        self.probed = ProbedBackend()
+        self.legacy = LegacyBackend()
+
+    @hookimpl
+    def bridge_store_url_schemes(self) -> Sequence[str]:
+        return ["probed", "legacy"]
+
+    @hookimpl
+    def bridge_store_open_backend(self, url: str) -> ProbedBackend | LegacyBackend | None:
+        scheme = urlsplit(url).scheme
+        if scheme == "probed":
+            return self.probed
+        return self.legacy if scheme == "legacy" else None
+
+
+@pytest.fixture
+def plugin() -> Plugin:
+    return Plugin()
+
+
+@pytest.fixture
+def base_url(plugin: Plugin) -> Iterator[str]:
+    routes = Routes(
+        agents="probed://user:pw@store-host/x",
+        runs="probed://user:pw@store-host/x",
+        run_events="legacy://",
+        checkpoints="memory://",
+    )
+    app = create_app(
+        ServerConfig(routes=routes, auth_token=TOKEN),
+        plugin_manager=get_plugin_manager(plugins=[plugin]),
+    )
+    with running(app) as url:
+        yield url
+
+
+def readyz(base_url: str) -> tuple[int, dict[str, Any]]:
+    response = httpx.get(base_url.rstrip("/") + READY_PATH, timeout=30.0)
+    return response.status_code, response.json()
+
+
+def test_ready_names_every_backend_with_its_substores_and_redacted_url(
+    base_url: str, plugin: Plugin
+) -> None:
+    assert readyz(base_url) == (
+        200,
+        {
+            "status": "ready",
+            "backends": [
+                {
+                    "scheme": "probed",
+                    "substores": ["agents", "runs"],
+                    "url": "probed://user:***@store-host/x",
+                    "ready": True,
+                },
+                {"scheme": "legacy", "substores": ["runEvents"], "url": "legacy://", "ready": True},
+                {
+                    "scheme": "memory",
+                    "substores": ["checkpoints"],
+                    "url": "memory://",
+                    "ready": True,
+                },
+            ],
+        },
+    )
+    # Asked on every poll, not remembered.
+    readyz(base_url)
+    assert plugin.legacy.schema_questions >= 2
+
+
+def test_one_backend_not_ready_makes_the_store_unready(base_url: str, plugin: Plugin) -> None:
+    plugin.probed.answer = "schema at revision 0001, not 0002"
+    status, body = readyz(base_url)
+    assert (status, body["status"]) == (503, "unready")
+    probed, legacy, memory = body["backends"]
+    assert (probed["ready"], probed["reason"]) == (False, "schema at revision 0001, not 0002")
+    assert legacy["ready"]
+    assert memory["ready"]
+    assert "reason" not in legacy
+
+    plugin.probed.answer = None
+    plugin.probed.outage = True
+    status, body = readyz(base_url)
+    assert status == 503
+    assert body["backends"][0]["reason"] == "connection refused by the probed store"
+
+    plugin.probed.outage = False
+    assert readyz(base_url)[0] == 200
+
+
+def test_a_probe_that_hangs_is_bounded(
+    base_url: str, plugin: Plugin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app_module, "READINESS_TIMEOUT_SECONDS", 0.2)
+    plugin.probed.hang = True
+    status, body = readyz(base_url)
+    assert status == 503
+    assert body["backends"][0]["reason"] == "no answer within 0.2 s"
+    assert body["backends"][1]["ready"]
+
+
+def test_a_failing_probe_names_only_the_exception_type(base_url: str, plugin: Plugin) -> None:
+    plugin.legacy.broken = True
+    status, body = readyz(base_url)
+    assert status == 503
+    assert body["backends"][1]["reason"] == "the probe failed (RuntimeError)"
+    assert "hunter2" not in str(body)
+
+
+async def test_not_ready_before_the_stores_are_open() -> None:
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
+    transport = httpx.ASGITransport(app=app)  # runs no lifespan
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        response = await client.get(READY_PATH)
+    assert (response.status_code, response.json()) == (503, {"status": "starting", "backends": []})
+
+
+def test_schema_missing_is_unready_until_upgraded(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    with serve("--store", url, "--no-migrate") as server:
+        status, body = readyz(server.url)
+        assert status == 503
+        (backend,) = body["backends"]
+        assert backend["scheme"] == "sqlite"
+        assert backend["reason"].startswith("schema at revision (none), not ")
+        assert "bridge-store db upgrade" in backend["reason"]
+        # /healthz stays liveness: the process answers.
+        assert httpx.get(server.url + "healthz").status_code == 200
+
+        upgrade = [sys.executable, "-m", "bridge_store", "db", "upgrade", "--store", url]
+        subprocess.run(upgrade, check=True, capture_output=True, timeout=120)
+        assert readyz(server.url)[0] == 200
+
+
+@pytest.fixture
+def proxy() -> Iterator[TcpProxy]:
+    forwarder = TcpProxy()
+    forwarder.start()
+    try:
+        yield forwarder
+    finally:
+        forwarder.close()
+
+
+def ready_again(base_url: str) -> bool:
+    """Whether /readyz turns 200 within a few polls (the pool replaces dead connections)."""
+    for _ in range(50):
+        if readyz(base_url)[0] == 200:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.postgres
+def test_postgres_outage_is_unready_and_recovery_ready_again(
+    make_postgres_url: Callable[[], str], proxy: TcpProxy
+) -> None:
+    name = urlsplit(make_postgres_url()).path.lstrip("/")
+    # The shared server trusts local connections: the password is only there to be hidden.
+    url = proxy.url(name).replace("://postgres@", "://postgres:s3cret@") + "?connect_timeout=2"
+    with serve("--store", url) as server:
+        assert readyz(server.url)[0] == 200
+
+        proxy.stop()
+        status, body = readyz(server.url)
+        assert status == 503
+        (backend,) = body["backends"]
+        assert backend["scheme"] == "postgresql"
+        assert backend["substores"] == ["agents", "runs", "runEvents", "checkpoints"]
+        assert backend["url"].startswith("postgresql://postgres:***@127.0.0.1:")
+        assert backend["ready"] is False
+        assert "unavailable" in backend["reason"] or "unreachable" in backend["reason"]
+        assert "s3cret" not in str(body)
+        # Liveness is not readiness: the process still answers.
+        assert httpx.get(server.url + "healthz").status_code == 200
+
+        proxy.start()
+        assert ready_again(server.url)
