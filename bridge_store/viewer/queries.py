@@ -1,0 +1,166 @@
+"""What each history view shows, as data: one function per view, shared by web and CLI.
+
+The web pages render these with templates and answer them as JSON (``?format=json``);
+the CLI prints them as tables or text. Every list here reads the store a page at a
+time through the :class:`~bridge_store.viewer.reader.HistoryReader`, never all of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import invalid_argument, not_found
+from ..types import Document
+from .reader import TERMINAL_RUN_STATUSES, HistoryReader
+from .transcript import TranscriptBuilder, usage_counts
+
+DEFAULT_AGENTS_PAGE = 50
+#: Filters the store cannot apply (status, name) are applied to whole store pages; a
+#: page of results reads at most this many store pages, so a filter matching little
+#: costs a bounded amount of work per page (the next page goes on from there).
+MAX_STORE_PAGES_PER_PAGE = 10
+DEFAULT_EVENTS_PAGE = 200
+MAX_PAGE = 1000
+
+AGENT_STATUSES = ("idle", "running", "error", "archived")
+RUN_STATUSES = ("queued", "running", "finished", "error", "cancelled", "expired")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentFilters:
+    """The agents list's filters; each survives paging because it rides in the URL."""
+
+    cwd: str | None = None
+    status: str | None = None
+    name: str | None = None
+    archived: bool = False
+
+    def matches(self, agent: Document) -> bool:
+        status = agent.get("status")
+        if self.status and status != self.status:
+            return False
+        if status == "archived" and not (self.archived or self.status == "archived"):
+            return False
+        if self.name:
+            name = agent.get("name")
+            if not isinstance(name, str) or self.name.casefold() not in name.casefold():
+                return False
+        return True
+
+    def to_json(self) -> Document:
+        return {
+            "cwd": self.cwd,
+            "status": self.status,
+            "name": self.name,
+            "archived": self.archived,
+        }
+
+
+def page_limit(value: Any, default: int) -> int:
+    """A page size from user input: a positive integer, at most MAX_PAGE."""
+    if value is None or value == "":
+        return default
+    try:
+        limit = int(value)
+    except (TypeError, ValueError):
+        raise invalid_argument(f"limit must be a positive integer, not {value!r}") from None
+    if limit < 1:
+        raise invalid_argument(f"limit must be a positive integer, not {value!r}")
+    return min(limit, MAX_PAGE)
+
+
+async def agents_page(
+    reader: HistoryReader,
+    filters: AgentFilters,
+    *,
+    cursor: str | None = None,
+    limit: int = DEFAULT_AGENTS_PAGE,
+) -> Document:
+    """Agents newest first, filtered, and the cursor of the next page (``next``)."""
+    items: list[Document] = []
+    next_cursor = cursor
+    for _ in range(MAX_STORE_PAGES_PER_PAGE):
+        page = await reader.agents(cwd=filters.cwd, cursor=next_cursor, limit=limit)
+        items.extend(agent for agent in page.items if filters.matches(agent))
+        next_cursor = page.next
+        if next_cursor is None or len(items) >= limit:
+            break
+    return {"filters": filters.to_json(), "agents": items, "next": next_cursor}
+
+
+def run_summary(run: Document) -> Document:
+    """A run as its row in lists: the document plus its duration and token counts."""
+    started = run.get("startedAt") or run.get("createdAt")
+    ended = run.get("endedAt")
+    duration = ended - started if isinstance(started, int) and isinstance(ended, int) else None
+    model = run.get("model")
+    return {
+        **run,
+        "modelId": model.get("id") if isinstance(model, dict) else None,
+        "durationMs": duration,
+        "tokens": usage_counts(run.get("usage")),
+    }
+
+
+async def agent_page(reader: HistoryReader, agent_id: str) -> Document:
+    """One agent and all its runs, newest first."""
+    agent = await reader.agent(agent_id)
+    if agent is None:
+        raise not_found(f"no agent {agent_id!r}")
+    runs = [run_summary(run) for run in reversed(await reader.all_runs(agent_id))]
+    model = next((run["modelId"] for run in runs if run["modelId"]), None)
+    return {"agent": agent, "modelId": model, "runs": runs}
+
+
+async def find_run(reader: HistoryReader, run_id: str, agent_id: str | None = None) -> Document:
+    """The run with this id (of ``agent_id`` if given); not_found or ambiguous otherwise."""
+    if agent_id:
+        run = await reader.run(agent_id, run_id)
+        if run is None:
+            raise not_found(f"agent {agent_id!r} has no run {run_id!r}")
+        return run
+    runs = await reader.runs_with_id(run_id)
+    if not runs:
+        raise not_found(f"no run {run_id!r}")
+    if len(runs) > 1:
+        agents = ", ".join(str(run["agentId"]) for run in runs)
+        raise invalid_argument(f"run {run_id!r} belongs to several agents ({agents}); name one")
+    return runs[0]
+
+
+def is_live(run: Document) -> bool:
+    """Whether more events may still arrive for this run."""
+    return run.get("status") not in TERMINAL_RUN_STATUSES
+
+
+async def transcript_page(
+    reader: HistoryReader,
+    agent_id: str,
+    run_id: str,
+    *,
+    after: str | None = None,
+    limit: int = DEFAULT_EVENTS_PAGE,
+) -> Document:
+    """One page of a run's transcript: the blocks of ``limit`` events after ``after``.
+
+    ``next`` is the offset to read on from (the last event's, even at the end, so a
+    live run is followed from there); ``more`` says whether stored events follow.
+    """
+    run = await reader.run(agent_id, run_id)
+    if run is None:
+        raise not_found(f"agent {agent_id!r} has no run {run_id!r}")
+    agent = await reader.agent(agent_id)
+    page = await reader.events(run_id, after=after, limit=limit)
+    transcript = TranscriptBuilder().extend(page.items)
+    last = page.items[-1]["offset"] if page.items else after
+    return {
+        "agent": agent,
+        "run": run_summary(run),
+        "live": is_live(run),
+        "after": after,
+        "blocks": [block.to_json() for block in transcript.blocks],
+        "next": last,
+        "more": page.next is not None,
+        "usage": usage_counts(run.get("usage")) or transcript.usage,
+    }

@@ -1,0 +1,98 @@
+"""Jinja2 for the viewer: the package's templates, autoescaped, and the filters they use."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+
+from ..types import Document
+
+#: Arguments and results longer than this show their start and a "show all" control.
+PREVIEW_CHARS = 2000
+#: Events of a block beyond this are not linked from its raw view (raw pages are capped).
+RAW_LINK_EVENTS = 1000
+
+
+def pretty(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def preview(value: Any) -> dict[str, Any]:
+    text = pretty(value)
+    return {"text": text[:PREVIEW_CHARS], "cut": len(text) > PREVIEW_CHARS, "chars": len(text)}
+
+
+def when(ms: Any) -> str:
+    if not isinstance(ms, int):
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def when_iso(ms: Any) -> str:
+    if not isinstance(ms, int):
+        return ""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
+def duration(ms: Any) -> str:
+    if not isinstance(ms, int):
+        return "-"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "-"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("bridge_store.viewer", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        pretty=pretty,
+        compact=compact,
+        preview=preview,
+        when=when,
+        when_iso=when_iso,
+        duration=duration,
+        number=number,
+    )
+    env.globals.update(query=lambda **params: urlencode({k: v for k, v in params.items() if v}))
+    env.globals["RAW_LINK_EVENTS"] = RAW_LINK_EVENTS
+    return env
+
+
+def render_page(template: str, *, title: str, data: Document, base: str, csrf: str) -> str:
+    """A whole page; the header's links and sign-out show everywhere but on sign-in."""
+    page = environment().get_template(template)
+    signed_in = template != "sign_in.html"
+    return page.render(title=title, data=data, base=base, csrf=csrf, signed_in=signed_in)
+
+
+def render_fragment(view: Any, *, base: str) -> str:
+    """A transcript page's blocks alone, as the live view and "load more" append them."""
+    template = environment().get_template("_blocks.html")
+    return template.render(data=view.data, base=base)

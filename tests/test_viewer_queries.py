@@ -1,0 +1,233 @@
+"""The viewer's queries on every backend: paging by the store's cursors, filters,
+runs newest first, transcripts by offset, the search scan and the search seam."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge_store.dispatch import Stores, call_store
+from bridge_store.errors import Code, ConnectError
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.routing import Routes, open_stores
+from bridge_store.viewer import queries
+from bridge_store.viewer.reader import HistoryReader, in_process
+from bridge_store.viewer.search import (
+    IndexedSearch,
+    ScanSearch,
+    SearchPage,
+    search,
+    searcher_for,
+)
+
+from .support.history import (
+    ANSWER,
+    ARCHIVED_AGENT,
+    DOCS_AGENT,
+    FAILED_RUN,
+    FINISHED_RUN,
+    LIVE_RUN,
+    LOGIN_AGENT,
+    PROMPT,
+    USAGE,
+    agent,
+    history_calls,
+)
+
+BACKENDS = [
+    pytest.param("memory"),
+    pytest.param("sqlite"),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("s3", marks=pytest.mark.s3),
+]
+
+
+@dataclass
+class History:
+    stores: Stores
+    reader: HistoryReader
+
+    async def call(self, substore: str, method: str, data: Any) -> Any:
+        return await call_store(self.stores, substore, method, data)
+
+
+@pytest.fixture(params=BACKENDS)
+async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[History]:
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = request.getfixturevalue(f"make_{request.param}_url")()
+    opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=True)
+    try:
+        for substore, method, data in history_calls():
+            await call_store(opened.stores, substore, method, data)
+        yield History(opened.stores, HistoryReader(in_process(lambda: opened.stores)))
+    finally:
+        await opened.close()
+
+
+def ids(page: dict[str, Any]) -> list[str]:
+    return [a["agentId"] for a in page["agents"]]
+
+
+async def test_agents_newest_first_without_archived_or_secrets(history: History) -> None:
+    page = await queries.agents_page(history.reader, queries.AgentFilters())
+    assert ids(page) == [LOGIN_AGENT, DOCS_AGENT]
+    assert page["next"] is None
+    assert all("sdkMetadata" not in a for a in page["agents"])
+    shown = await queries.agents_page(history.reader, queries.AgentFilters(archived=True))
+    assert ids(shown) == [LOGIN_AGENT, DOCS_AGENT, ARCHIVED_AGENT]
+    only = await queries.agents_page(history.reader, queries.AgentFilters(status="archived"))
+    assert ids(only) == [ARCHIVED_AGENT]
+
+
+async def test_agent_filters_apply_across_store_pages(history: History) -> None:
+    for n in range(7):
+        doc = agent(f"agent-extra-{n}", f"extra {n}", "/src/extra", "idle", 2_000_000_000_000 + n)
+        await history.call("agents", "create", {"agent": doc})
+    by_cwd = queries.AgentFilters(cwd="/src/app", archived=True)
+    assert ids(await queries.agents_page(history.reader, by_cwd)) == [LOGIN_AGENT, ARCHIVED_AGENT]
+    # Paging with the store's cursor: every agent exactly once, newest first.
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await queries.agents_page(
+            history.reader, queries.AgentFilters(), cursor=cursor, limit=3
+        )
+        seen += ids(page)
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert seen == [f"agent-extra-{n}" for n in reversed(range(7))] + [LOGIN_AGENT, DOCS_AGENT]
+    # A filter the store cannot apply reads on through whole store pages until it fills one.
+    named = await queries.agents_page(history.reader, queries.AgentFilters(name="LOGIN"), limit=1)
+    assert ids(named) == [LOGIN_AGENT]
+    running = await queries.agents_page(history.reader, queries.AgentFilters(status="running"))
+    assert ids(running) == [DOCS_AGENT]
+
+
+async def test_agent_page_lists_runs_newest_first_with_duration_and_tokens(
+    history: History,
+) -> None:
+    data = await queries.agent_page(history.reader, LOGIN_AGENT)
+    assert data["agent"]["name"] == "fix login"
+    assert "sdkMetadata" not in data["agent"]
+    assert data["modelId"] == "composer-2"
+    assert [r["runId"] for r in data["runs"]] == [FAILED_RUN, FINISHED_RUN]
+    failed, finished = data["runs"]
+    assert (finished["durationMs"], finished["tokens"]) == (83_500, USAGE)
+    assert (failed["durationMs"], failed["error"]) == (
+        900,
+        {"message": "[permission_denied] HTTP 403"},
+    )
+    with pytest.raises(ConnectError) as missing:
+        await queries.agent_page(history.reader, "agent-nobody")
+    assert missing.value.code == Code.NOT_FOUND
+
+
+async def test_transcript_pages_by_offset_and_follows_a_live_run(history: History) -> None:
+    first = await queries.transcript_page(history.reader, LOGIN_AGENT, FINISHED_RUN, limit=5)
+    assert [b["kind"] for b in first["blocks"]] == ["request", "status", "user", "thinking"]
+    assert (first["next"], first["more"], first["live"]) == ("5", True, False)
+    assert first["usage"] == USAGE
+    rest = await queries.transcript_page(
+        history.reader, LOGIN_AGENT, FINISHED_RUN, after=first["next"], limit=1000
+    )
+    assert rest["more"] is False
+    assert rest["blocks"][-1] == {
+        "kind": "status",
+        "key": "status-17",
+        "seqs": [17],
+        "status": "FINISHED",
+        "message": "",
+    }
+    assert ANSWER in [b.get("text") for b in rest["blocks"]]
+    live = await queries.transcript_page(history.reader, DOCS_AGENT, LIVE_RUN)
+    assert (live["live"], live["next"], live["more"]) == (True, "3", False)
+    # Polling from the last offset returns nothing new, and the same offset to poll from.
+    again = await queries.transcript_page(history.reader, DOCS_AGENT, LIVE_RUN, after="3")
+    assert (again["blocks"], again["next"]) == ([], "3")
+
+
+async def test_find_run_by_id_alone(history: History) -> None:
+    found = await queries.find_run(history.reader, FAILED_RUN)
+    assert (found["agentId"], found["status"]) == (LOGIN_AGENT, "error")
+    with pytest.raises(ConnectError) as missing:
+        await queries.find_run(history.reader, "run-nothing")
+    assert missing.value.code == Code.NOT_FOUND
+
+
+async def test_scan_search_finds_names_prompts_and_answers(history: History) -> None:
+    searcher = searcher_for(history.stores, history.reader)
+    assert isinstance(searcher, ScanSearch)
+    page = await search(searcher, "REDIRECT login", cursor=None)
+    assert page.method == "scan"
+    found = [(hit["kind"], hit.get("run", {}).get("runId")) for hit in page.hits]
+    assert found == [("user", FINISHED_RUN)]
+    assert page.hits[0]["text"] == PROMPT
+    by_name = await search(searcher, "docs", cursor=None)
+    assert [(hit["kind"], hit["agent"]["agentId"]) for hit in by_name.hits] == [
+        ("agent", DOCS_AGENT)
+    ]
+    answer = await search(searcher, "next parameter", cursor=None)
+    assert [hit["kind"] for hit in answer.hits] == ["assistant"]
+    # Tool output and thinking are not searched; empty queries search nothing.
+    assert (await search(searcher, "routes/login.py", cursor=None)).hits == []
+    assert (await search(searcher, "   ", cursor=None)).method == "none"
+
+
+async def test_scan_search_goes_a_slice_of_agents_at_a_time(history: History) -> None:
+    searcher = ScanSearch(history.reader, agents_per_page=1)
+    pages: list[SearchPage] = []
+    cursor = None
+    while True:
+        page = await search(searcher, "redirect", cursor=cursor)
+        pages.append(page)
+        cursor = page.next
+        if cursor is None:
+            break
+    # The archived agent is searched too: search covers the whole history.
+    assert len(pages) == 3
+    assert [[hit["kind"] for hit in page.hits] for page in pages] == [["user", "assistant"], [], []]
+
+
+class _IndexedEvents:
+    """A run-events substore that answers searches itself (as a full-text index would)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.asked: list[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def search_history(
+        self, words: list[str], *, cursor: str | None, limit: int
+    ) -> SearchPage:
+        self.asked.append(words)
+        return SearchPage(
+            " ".join(words), [{"kind": "user", "text": "from the index"}], None, "index"
+        )
+
+
+async def test_a_backend_with_an_index_answers_searches_itself(tmp_path: Path) -> None:
+    opened = await open_stores(get_plugin_manager(), Routes.single("memory://"), migrate=True)
+    try:
+        indexed = _IndexedEvents(opened.stores.run_events)
+        stores = Stores(
+            opened.stores.agents, opened.stores.runs, indexed, opened.stores.checkpoints
+        )
+        searcher = searcher_for(stores, HistoryReader(in_process(lambda: stores)))
+        assert isinstance(searcher, IndexedSearch)
+        assert searcher is indexed
+        page = await search(searcher, "Login Redirect", cursor=None)
+        assert (page.method, indexed.asked) == ("index", [["login", "redirect"]])
+    finally:
+        await opened.close()
