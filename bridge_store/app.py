@@ -10,7 +10,7 @@ import pluggy
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from .config import ServerConfig
@@ -122,7 +122,7 @@ def create_app(
         compress_min_bytes=config.compress_min_bytes,
         observer=CallObserver(HANDLERS, metrics=metrics, access_log=config.access_log),
     )
-    routes = [
+    routes: list[BaseRoute] = [
         Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
         Route(HEALTH_PATH, healthz, methods=["GET"]),
         Route(READY_PATH, readyz, methods=["GET"]),
@@ -132,6 +132,16 @@ def create_app(
         routes.append(
             Route(METRICS_PATH, MetricsEndpoint(metrics.registry, token), methods=["GET"])
         )
+    if config.ui:
+        from .viewer import UI_PATH
+        from .viewer.app import create_viewer  # Jinja2 and the pages load only with it
+
+        def stores() -> Stores:
+            if not serving:
+                raise unavailable("the store is not open yet")
+            return serving[0]
+
+        routes.append(Mount(UI_PATH, create_viewer(stores, config.auth_token)))
     app = BridgeStoreApp(endpoint, Starlette(routes=routes, lifespan=lifespan))
     app.metrics = metrics
     return app

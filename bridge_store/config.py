@@ -26,6 +26,7 @@ class ServerConfig:
     it; 0 never compresses.
     ``metrics`` serves ``GET /metrics``, behind the bearer token unless
     ``metrics_public``. ``access_log`` logs one line per CallStore call.
+    ``ui`` serves the history viewer under ``/ui/``.
     """
 
     routes: Routes
@@ -36,6 +37,7 @@ class ServerConfig:
     metrics: bool = True
     metrics_public: bool = False
     access_log: bool = False
+    ui: bool = True
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.

@@ -60,6 +60,12 @@ def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None
         "bridge_store/py.typed",
         "bridge_store/_generated/sdk/v1/sdk_store_callback_service_pb2.py",
         "bridge_store/conformance/suite.py",
+        # The history viewer's templates and assets: no CDN, no build step.
+        "bridge_store/viewer/templates/base.html",
+        "bridge_store/viewer/templates/run.html",
+        "bridge_store/viewer/templates/_blocks.html",
+        "bridge_store/viewer/static/viewer.css",
+        "bridge_store/viewer/static/viewer.js",
         "bridge_store_migrations/env.py",
         "bridge_store_migrations/script.py.mako",
         "bridge_store_memory/__init__.py",
@@ -116,6 +122,13 @@ def test_wheel_serves_from_a_clean_venv(wheel: Path, tmp_path: Path) -> None:
             json={"substore": "agents", "method": "get", "input": {"agentId": "a1"}},
         )
         assert fetched.json() == {"output": agent}
+        # The viewer's pages and assets come out of the wheel too.
+        sign_in = httpx.get(ready["url"] + "ui/sign-in")
+        assert sign_in.status_code == 200
+        assert 'name="token"' in sign_in.text
+        script = httpx.get(ready["url"] + "ui/static/viewer.js")
+        assert script.status_code == 200
+        assert "IntersectionObserver" in script.text
     finally:
         process.terminate()
         process.communicate(timeout=30)

@@ -1,0 +1,335 @@
+"""The web viewer over HTTP: sign-in and its cookie, every page and its JSON twin,
+exports, errors, and the read-only standalone app."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bridge_store.app import create_app
+from bridge_store.config import ServerConfig
+from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.routing import Routes
+from bridge_store.viewer.session import CSRF_COOKIE, SESSION_COOKIE
+from bridge_store.viewer.standalone import create_ui_app
+
+from .support.history import (
+    ANSWER,
+    DOCS_AGENT,
+    FAILED_RUN,
+    FINISHED_RUN,
+    LOGIN_AGENT,
+    PROMPT,
+    history_calls,
+)
+from .support.inprocess import running
+
+TOKEN = "viewer-test-token"
+
+
+def store_call(url: str, substore: str, method: str, data: object) -> httpx.Response:
+    return httpx.post(
+        url + CALL_STORE_PATH,
+        json={"substore": substore, "method": method, "input": data},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
+    with running(app) as url:
+        for substore, method, data in history_calls():
+            assert store_call(url, substore, method, data).status_code == 200
+        yield url
+
+
+def csrf_of(page: httpx.Response) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found, "the page has no CSRF field"
+    return found.group(1)
+
+
+def sign_in(client: httpx.Client, token: str = TOKEN, **headers: str) -> httpx.Response:
+    form = client.get("/ui/sign-in")
+    return client.post(
+        "/ui/sign-in",
+        data={"csrf": csrf_of(form), "token": token, "next": "/ui/agent?id=" + LOGIN_AGENT},
+        headers={"Origin": str(client.base_url).rstrip("/"), **headers},
+    )
+
+
+@pytest.fixture
+def browser(server: str) -> Iterator[httpx.Client]:
+    """A signed-in client (a browser, as far as cookies go)."""
+    with httpx.Client(base_url=server) as client:
+        assert sign_in(client).status_code == 303
+        yield client
+
+
+def test_every_page_sends_strangers_to_sign_in(server: str) -> None:
+    with httpx.Client(base_url=server) as client:
+        for path in ("/ui/", f"/ui/agent?id={LOGIN_AGENT}", "/ui/search?q=x"):
+            response = client.get(path)
+            assert response.status_code == 303
+            assert response.headers["location"].startswith("/ui/sign-in?next=%2Fui%2F")
+            data = client.get(path + ("&" if "?" in path else "?") + "format=json")
+            assert data.status_code == 401
+            assert data.json()["code"] == "unauthenticated"
+        export = client.get(f"/ui/export/run.jsonl?agent={LOGIN_AGENT}&run={FINISHED_RUN}")
+        assert export.status_code == 401
+
+
+def test_sign_in_keeps_the_token_sealed_in_a_strict_http_only_cookie(server: str) -> None:
+    with httpx.Client(base_url=server) as client:
+        response = sign_in(client)
+        assert response.status_code == 303
+        assert response.headers["location"] == f"/ui/agent?id={LOGIN_AGENT}"
+        cookie = next(
+            header
+            for header in response.headers.get_list("set-cookie")
+            if header.startswith(SESSION_COOKIE)
+        )
+        assert "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie
+        assert "Path=/ui" in cookie
+        value = client.cookies[SESSION_COOKIE].strip('"')
+        assert TOKEN not in value
+        assert TOKEN.encode() not in base64.urlsafe_b64decode(value + "==")
+        assert client.get("/ui/").status_code == 200
+
+
+def test_sign_in_refuses_bad_tokens_forged_forms_and_other_origins(server: str) -> None:
+    with httpx.Client(base_url=server) as client:
+        wrong = sign_in(client, token="not-the-token")
+        assert wrong.status_code == 401
+        assert "That token is not valid here." in wrong.text
+        assert SESSION_COOKIE not in client.cookies
+        form = client.get("/ui/sign-in")
+        no_csrf = client.post("/ui/sign-in", data={"token": TOKEN}, headers={"Origin": server})
+        assert no_csrf.status_code == 403
+        forged = client.post(
+            "/ui/sign-in", data={"csrf": "guess", "token": TOKEN}, headers={"Origin": server}
+        )
+        assert forged.status_code == 403
+        elsewhere = client.post(
+            "/ui/sign-in",
+            data={"csrf": csrf_of(form), "token": TOKEN},
+            headers={"Origin": "https://attacker.example"},
+        )
+        assert elsewhere.status_code == 403
+        cross_site = sign_in(client, **{"Sec-Fetch-Site": "cross-site"})
+        assert cross_site.status_code == 403
+        assert SESSION_COOKIE not in client.cookies
+
+
+def test_sign_in_only_returns_to_pages_of_the_viewer(server: str) -> None:
+    with httpx.Client(base_url=server) as client:
+        for target in ("https://attacker.example/", "//attacker.example/ui/", "/healthz"):
+            form = client.get("/ui/sign-in")
+            response = client.post(
+                "/ui/sign-in",
+                data={"csrf": csrf_of(form), "token": TOKEN, "next": target},
+                headers={"Origin": server},
+            )
+            assert response.headers["location"] == "/ui/", target
+
+
+def test_the_session_cookie_never_authorises_call_store(browser: httpx.Client) -> None:
+    response = browser.post(
+        CALL_STORE_PATH,
+        json={"substore": "agents", "method": "get", "input": {"agentId": LOGIN_AGENT}},
+    )
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthenticated"
+
+
+def test_a_tampered_or_foreign_cookie_is_no_session(server: str) -> None:
+    with httpx.Client(base_url=server) as client:
+        sign_in(client)
+        sealed = client.cookies[SESSION_COOKIE]
+        client.cookies.set(SESSION_COOKIE, sealed[:-4] + "AAAA", path="/ui")
+        assert client.get("/ui/").status_code == 303
+    # Another server's secret cannot open this one's cookies (each makes its own).
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
+    with running(app) as other, httpx.Client(base_url=other) as client:
+        client.cookies.set(SESSION_COOKIE, sealed, path="/ui")
+        assert client.get("/ui/").status_code == 303
+
+
+def test_sign_out_ends_the_session(browser: httpx.Client) -> None:
+    page = browser.get("/ui/")
+    signed_out = browser.post(
+        "/ui/sign-out",
+        data={"csrf": csrf_of(page)},
+        headers={"Origin": str(browser.base_url).rstrip("/")},
+    )
+    assert signed_out.status_code == 303
+    assert SESSION_COOKIE not in browser.cookies
+    assert browser.get("/ui/").status_code == 303
+    # Without the form's token, another page cannot sign anyone out.
+    assert browser.post("/ui/sign-out").status_code == 403
+
+
+def test_scripts_can_use_a_bearer_token_instead_of_a_session(server: str) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    response = httpx.get(f"{server}/ui/?format=json", headers=headers)
+    assert response.status_code == 200
+    assert [a["agentId"] for a in response.json()["agents"]] == [LOGIN_AGENT, DOCS_AGENT]
+    wrong = httpx.get(f"{server}/ui/?format=json", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+
+
+def test_pages_and_their_json_show_the_same_data(browser: httpx.Client) -> None:
+    agents = browser.get("/ui/?format=json").json()
+    page = browser.get("/ui/").text
+    for each in agents["agents"]:
+        assert each["name"] in page
+        assert each["agentId"] in page
+    assert "old spike" not in page  # archived
+    archived = browser.get("/ui/?archived=1").text
+    assert "old spike" in archived
+
+    agent = browser.get(f"/ui/agent?id={LOGIN_AGENT}&format=json").json()
+    assert [r["runId"] for r in agent["runs"]] == [FAILED_RUN, FINISHED_RUN]
+    html = browser.get(f"/ui/agent?id={LOGIN_AGENT}").text
+    assert html.index("Turn 2") < html.index("Turn 1")
+    assert "permission_denied" in html
+    assert "1 min 23 s" in html
+
+    run = browser.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}&format=json").json()
+    assert [b["kind"] for b in run["blocks"]][:4] == ["request", "status", "user", "thinking"]
+    html = browser.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}").text
+    assert PROMPT in html
+    assert "the redirect now keeps the next parameter." in html
+    assert "Thinking for 1.5 s" in html
+    assert "Show all" in html  # the long file read is cut to a preview
+    assert 'data-key="call-call-read"' in html
+    assert "run_terminal_cmd" in html
+    assert "&#34;subtype&#34;:&#34;init&#34;" in html  # the unknown message, as JSON
+    assert "sdkMetadata" not in json.dumps(agents) + json.dumps(agent) + json.dumps(run)
+
+
+def test_filters_survive_paging_in_the_url(browser: httpx.Client) -> None:
+    first = browser.get("/ui/?cwd=/src/app&archived=1&limit=1")
+    assert "fix login" in first.text
+    assert "old spike" not in first.text
+    link = re.search(r'rel="next" href="([^"]+)"', first.text)
+    assert link
+    href = link.group(1).replace("&amp;", "&")
+    assert "cwd=%2Fsrc%2Fapp" in href
+    assert "archived=1" in href
+    second = browser.get(href + "&limit=1")
+    assert "old spike" in second.text
+    assert "fix login" not in second.text
+
+
+def test_the_transcript_fragment_continues_from_an_offset(browser: httpx.Client) -> None:
+    base = f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}"
+    page = browser.get(base + "&format=fragment&after=14&limit=2").json()
+    assert (page["next"], page["more"], page["live"]) == ("16", True, False)
+    assert ANSWER in page["html"]
+    assert "<html" not in page["html"]
+    assert page["blocks"] is None
+
+
+def test_raw_events_and_run_links_by_id(browser: httpx.Client) -> None:
+    raw = browser.get(f"/ui/events?agent={LOGIN_AGENT}&run={FINISHED_RUN}&after=2&limit=1")
+    assert raw.status_code == 200
+    assert "Event 3" in raw.text
+    assert "Event 4" not in raw.text
+    moved = browser.get(f"/ui/run?id={FAILED_RUN}")
+    assert moved.status_code == 303
+    assert moved.headers["location"] == f"/ui/run?agent={LOGIN_AGENT}&id={FAILED_RUN}"
+
+
+def test_exports(browser: httpx.Client) -> None:
+    run = browser.get(f"/ui/export/run.jsonl?agent={LOGIN_AGENT}&run={FINISHED_RUN}")
+    assert run.headers["content-type"].startswith("application/x-ndjson")
+    assert 'filename="run-run-login-1.jsonl"' in run.headers["content-disposition"]
+    lines = [json.loads(line) for line in run.text.splitlines()]
+    assert [line["type"] for line in lines] == ["run"] + ["event"] * 17
+    assert [line["event"]["seq"] for line in lines[1:]] == list(range(1, 18))
+
+    agent = browser.get(f"/ui/export/agent.jsonl?id={LOGIN_AGENT}")
+    lines = [json.loads(line) for line in agent.text.splitlines()]
+    assert [line["type"] for line in lines] == ["agent", "run"] + ["event"] * 17 + ["run"] + [
+        "event"
+    ] * 3
+    assert "sdkMetadata" not in lines[0]["agent"]
+
+    markdown = browser.get(f"/ui/export/transcript.md?agent={LOGIN_AGENT}&run={FINISHED_RUN}")
+    assert markdown.headers["content-type"] == "text/markdown; charset=utf-8"
+    assert markdown.text.startswith("# fix login: turn 1")
+    assert f"### User\n\n{PROMPT}" in markdown.text
+
+
+def test_mistakes_get_clear_errors_not_500s(browser: httpx.Client) -> None:
+    cases = [
+        ("/ui/?format=xml", 400, "invalid_argument"),
+        ("/ui/?status=sleeping&format=json", 400, "invalid_argument"),
+        ("/ui/?limit=many&format=json", 400, "invalid_argument"),
+        ("/ui/?cursor=not-a-cursor&format=json", 400, "invalid_argument"),
+        ("/ui/agent?format=json", 400, "invalid_argument"),
+        ("/ui/agent?id=agent-nobody&format=json", 404, "not_found"),
+        (f"/ui/run?agent={LOGIN_AGENT}&id=run-nothing&format=json", 404, "not_found"),
+        (
+            f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}&after=x&format=json",
+            400,
+            "invalid_argument",
+        ),
+        ("/ui/export/run.jsonl?agent=a&run=b", 404, "not_found"),
+        ("/ui/export/agent.jsonl?id=", 400, "invalid_argument"),
+    ]
+    for path, status, code in cases:
+        response = browser.get(path)
+        assert (response.status_code, response.json()["code"]) == (status, code), path
+    page = browser.get("/ui/agent?id=agent-nobody")
+    assert page.status_code == 404
+    assert "no agent" in page.text
+
+
+def test_pages_forbid_framing_and_foreign_scripts(browser: httpx.Client) -> None:
+    response = browser.get("/ui/")
+    assert "script-src" not in response.headers["content-security-policy"]  # default-src 'self'
+    assert "default-src 'self'" in response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert CSRF_COOKIE in browser.cookies
+    assert browser.get("/ui/static/viewer.js").status_code == 200
+
+
+def test_serve_without_the_viewer() -> None:
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN, ui=False))
+    with running(app) as url:
+        assert httpx.get(f"{url}/ui/").status_code == 404
+        assert store_call(url, "agents", "get", {"agentId": "a"}).status_code == 200
+
+
+def test_the_standalone_viewer_reads_and_cannot_write(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    writer = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
+    with running(writer) as url:
+        for substore, method, data in history_calls():
+            assert store_call(url, substore, method, data).status_code == 200
+    app = create_ui_app(Routes.single(store), "ui-token", get_plugin_manager())
+    with running(app) as url, httpx.Client(base_url=url) as client:
+        assert client.get("/").headers["location"] == "/ui/"
+        assert sign_in(client, token="ui-token").status_code == 303
+        agents = client.get("/ui/?format=json").json()["agents"]
+        assert [a["agentId"] for a in agents] == [LOGIN_AGENT, DOCS_AGENT]
+        # No CallStore endpoint at all: nothing here can change the history.
+        refused = client.post(
+            CALL_STORE_PATH,
+            json={"substore": "agents", "method": "delete", "input": {"filter": {}}},
+            headers={"Authorization": "Bearer ui-token"},
+        )
+        assert refused.status_code in (404, 405)
+        assert len(client.get("/ui/?format=json").json()["agents"]) == 2
