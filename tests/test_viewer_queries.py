@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bridge_store.dispatch import Stores, call_store
+from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.routing import Routes, open_stores
+from bridge_store.stores import Routes, Stores, open_stores
 from bridge_store.viewer import queries
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.search import (

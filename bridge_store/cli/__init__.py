@@ -1,7 +1,9 @@
 """The ``bridge-store`` command line: one module per command, composed here.
 
-``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`) and ``db upgrade``/``db
-current`` (:mod:`.db`); the storage flags they share are in :mod:`.store_options`.
+``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
+current`` (:mod:`.db`), the history commands ``agents``, ``runs`` and ``transcript``
+(reading as :mod:`.read_options` says) and ``ui`` (:mod:`.ui`); the storage flags they
+share are in :mod:`.store_options`.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 """
 
@@ -14,7 +16,7 @@ from typing import Protocol
 
 from .. import __version__
 from ..errors import ConfigurationError
-from . import bridge, db, serve
+from . import agents, bridge, db, runs, serve, transcript, ui
 
 
 class Command(Protocol):
@@ -28,7 +30,15 @@ class Command(Protocol):
 
 
 #: The commands, in the order ``--help`` lists them.
-COMMANDS: dict[str, Command] = {"serve": serve, "bridge": bridge, "db": db}
+COMMANDS: dict[str, Command] = {
+    "serve": serve,
+    "bridge": bridge,
+    "db": db,
+    "agents": agents,
+    "runs": runs,
+    "transcript": transcript,
+    "ui": ui,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -119,6 +119,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="serve GET /metrics without the bearer token (for a scraper on a trusted network)",
     )
+    serve.add_argument(
+        "--no-ui", dest="ui", action="store_false", help="do not serve the history viewer at /ui/"
+    )
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -155,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         metrics_public=args.metrics_public,
         access_log=args.access_log,
+        ui=args.ui,
     )
     app = create_app(config, resolved=resolved)
     listener = _listen(args.host, args.port)
@@ -163,17 +167,20 @@ def run(args: argparse.Namespace) -> int:
     ready = {"url": f"http://{shown_host}:{port}/", "version": __version__}
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
-    server = _AnnouncingServer(
-        uvicorn.Config(
-            app,
-            # Logging is configured above; uvicorn only sets its loggers' levels.
-            log_config=None,
-            log_level=args.log_level,
-            access_log=args.access_log,
-            **UVICORN_SETTINGS,
-        ),
-        ready,
+    server_config = uvicorn.Config(
+        app,
+        # Logging is configured above; uvicorn only sets its loggers' levels.
+        log_config=None,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        **UVICORN_SETTINGS,
     )
+    return run_announcing(server_config, ready, listener)
+
+
+def run_announcing(config: uvicorn.Config, ready: dict[str, str], listener: socket.socket) -> int:
+    """Serve ``config``'s app on ``listener``, print the ready line, stop on a signal."""
+    server = _AnnouncingServer(config, ready)
     # uvicorn re-raises the stop signal after its graceful shutdown, under whatever
     # handler was installed before it started; handlers that just return make a
     # completed graceful stop exit 0, as process supervisors expect.

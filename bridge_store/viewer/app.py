@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 
-from ..dispatch import Stores
+from ..stores import Stores
 from .pages import Context
 from .reader import HistoryReader, in_process
 from .search import searcher_for

@@ -19,11 +19,11 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..connect import CALL_STORE_PATH
-from ..dispatch import Stores, call_store
+from ..dispatch import call_store
 from ..errors import Code, ConnectError, unavailable
+from ..stores import Stores
 from ..types import Document
 
 #: (substore, method, input) -> output: one CallStore call.
@@ -197,14 +197,3 @@ def _connect_error(error: urllib.error.HTTPError) -> ConnectError:
         return ConnectError(Code(body["code"]), str(body.get("message", "")))
     except (ValueError, KeyError, TypeError):
         return unavailable(f"the store answered HTTP {error.code}")
-
-
-def remote(url: str, token: str, *, timeout: float = REMOTE_TIMEOUT_SECONDS) -> CallStoreFn:
-    return RemoteCallStore(url, token, timeout)
-
-
-def describe(error: Any) -> str:
-    """A ConnectError as one line for people: its code and message."""
-    if isinstance(error, ConnectError):
-        return f"{error.code.value}: {error.message}"
-    return str(error)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..dispatch import Stores
+from ..stores import Stores
 from ..types import Document
 from .reader import HistoryReader
 from .transcript import Text, TranscriptBuilder

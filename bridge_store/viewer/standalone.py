@@ -15,9 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from ..dispatch import Stores
 from ..errors import unavailable
-from ..routing import Routes, open_stores
+from ..stores import Routes, Stores, open_stores
 from . import UI_PATH
 from .app import create_viewer
 

@@ -1,0 +1,55 @@
+"""``bridge-store agents``: a store's agents, newest first, a page at a time."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..viewer import queries
+from ..viewer.reader import HistoryReader
+from ..viewer.terminal import AGENT_COLUMNS, Output, agent_row, json_line
+from .read_options import add_read_arguments, run_reading
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    agents = commands.add_parser(
+        "agents",
+        help="list agents, newest first",
+        description="List a store's agents, most recently updated first (archived ones only "
+        "with --archived or --status archived). A table on a terminal, tab-separated rows "
+        "otherwise; the cursor of the next page goes to stderr.",
+    )
+    agents.add_argument("--cwd", metavar="DIR", help="only agents of this workspace")
+    agents.add_argument("--status", choices=queries.AGENT_STATUSES)
+    agents.add_argument("--name", metavar="TEXT", help="only agents whose name contains TEXT")
+    agents.add_argument("--archived", action="store_true", help="include archived agents")
+    agents.add_argument(
+        "--limit",
+        type=int,
+        default=queries.DEFAULT_AGENTS_PAGE,
+        metavar="N",
+        help="page size (default: %(default)s)",
+    )
+    agents.add_argument("--cursor", help="continue from the cursor printed after a page")
+    agents.add_argument("--json", action="store_true", help="one JSON document per line")
+    add_read_arguments(agents)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_reading(_agents, args)
+
+
+async def _agents(reader: HistoryReader, args: argparse.Namespace) -> None:
+    filters = queries.AgentFilters(
+        cwd=args.cwd, status=args.status, name=args.name, archived=args.archived
+    )
+    page = await queries.agents_page(
+        reader, filters, cursor=args.cursor, limit=queries.page_limit(args.limit, 1)
+    )
+    if args.json:
+        for agent in page["agents"]:
+            print(json_line(agent))
+    else:
+        Output(sys.stdout).table(AGENT_COLUMNS, map(agent_row, page["agents"]), "Agents")
+    if page["next"]:
+        print(f"more: --cursor {page['next']}", file=sys.stderr)

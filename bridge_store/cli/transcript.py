@@ -1,0 +1,93 @@
+"""``bridge-store transcript RUN_ID``: a run as a conversation, or its events, or Markdown."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+
+from ..types import Document
+from ..viewer import queries
+from ..viewer.markdown import transcript_markdown
+from ..viewer.reader import FULL_PAGE, HistoryReader
+from ..viewer.terminal import Output, TranscriptPrinter, json_line
+from ..viewer.transcript import TranscriptBuilder, usage_counts
+from .read_options import add_read_arguments, run_reading
+
+#: How often ``--follow`` asks for new events, as the bridge's observers do.
+FOLLOW_POLL_SECONDS = 0.25
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    transcript = commands.add_parser(
+        "transcript",
+        help="print a run as a conversation",
+        description="Print a run's transcript: prompts, answers, thinking, tool calls, status "
+        "changes and token usage (rendered on a terminal, plain lines otherwise).",
+    )
+    transcript.add_argument("run_id", metavar="RUN_ID")
+    transcript.add_argument("--agent", metavar="AGENT_ID", help="the run's agent, if ambiguous")
+    transcript.add_argument(
+        "--follow", action="store_true", help="keep printing new events until the run ends"
+    )
+    shape = transcript.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="the stored events as JSON lines")
+    shape.add_argument("--markdown", action="store_true", help="the transcript as Markdown")
+    add_read_arguments(transcript)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_reading(_transcript, args)
+
+
+async def _transcript(reader: HistoryReader, args: argparse.Namespace) -> None:
+    run = await queries.find_run(reader, args.run_id, args.agent)
+    batches = event_batches(reader, run, follow=args.follow)
+    if args.json:
+        async for batch in batches:
+            for event in batch:
+                print(json_line(event))
+            sys.stdout.flush()
+    elif args.markdown:
+        builder = TranscriptBuilder()
+        async for batch in batches:
+            builder.extend(batch)
+        # Read again: a followed run has ended since, with its final status and usage.
+        run = await reader.run(run["agentId"], run["runId"]) or run
+        blocks = [block.to_json() for block in builder.blocks]
+        usage = usage_counts(run.get("usage")) or builder.usage
+        agent = await reader.agent(run["agentId"])
+        sys.stdout.writelines(transcript_markdown(agent, run, blocks, usage))
+    else:
+        printer = TranscriptPrinter(Output(sys.stdout))
+        async for batch in batches:
+            printer.add(batch)
+        printer.finish()
+
+
+async def event_batches(
+    reader: HistoryReader, run: Document, *, follow: bool
+) -> AsyncIterator[list[Document]]:
+    """A run's stored events as one batch; with ``follow``, then each poll's new ones
+    until the run has ended.
+
+    The run is read again before each poll, and its events once more after it is seen
+    ended, so events written just before the end are never missed.
+    """
+    after: str | None = None
+    backlog: list[Document] = []
+    while True:
+        page = await reader.events(run["runId"], after=after, limit=FULL_PAGE)
+        backlog.extend(page.items)
+        if page.items:
+            after = page.items[-1]["offset"]
+        if page.next is not None:
+            continue
+        if backlog:
+            yield backlog
+            backlog = []
+        if not follow or not queries.is_live(run):
+            return
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        run = await reader.run(run["agentId"], run["runId"]) or run

@@ -1,0 +1,63 @@
+"""``bridge-store ui``: the history viewer alone, read-only, for a store no server runs on."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import uvicorn
+
+from ..plugins import get_plugin_manager
+from ..stores import resolve
+from ..tokens import TOKEN_ENV, load_or_generate
+from ..viewer import UI_PATH
+from .serve import UVICORN_SETTINGS, _listen, run_announcing
+from .store_options import add_store_arguments, routes_from
+
+DEFAULT_PORT = 8788
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    ui = commands.add_parser(
+        "ui",
+        help="serve the history viewer alone, read-only",
+        description="Serve the web history viewer (no CallStore endpoint, no migrations) over "
+        "a store no server runs on. Prints 'bridge-store ready {JSON}' on stderr once "
+        "listening; sign in with the token.",
+    )
+    ui.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    ui.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port to listen on; 0 picks a free one (default: %(default)s)",
+    )
+    ui.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=f"the token to sign in with: read from PATH, or generated into PATH (mode 0600) "
+        f"if it does not exist. Env {TOKEN_ENV} takes precedence; with neither, a new token "
+        f"is written to ./bridge-store.token",
+    )
+    add_store_arguments(ui)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..viewer.standalone import create_ui_app  # Starlette and Jinja2 load only here
+
+    manager = get_plugin_manager()
+    routes = routes_from(args)
+    resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
+    token = load_or_generate(args.auth_token_file, dict(os.environ))
+    listener = _listen(args.host, args.port)
+    host, port = listener.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    ready = {"url": f"http://{shown_host}:{port}{UI_PATH}/"}
+    if token.generated_file is not None:
+        ready["authTokenFile"] = str(token.generated_file)
+    config = uvicorn.Config(
+        create_ui_app(routes, token.value, manager), log_level="warning", **UVICORN_SETTINGS
+    )
+    return run_announcing(config, ready, listener)

@@ -1,0 +1,227 @@
+"""``bridge-store agents``, ``runs`` and ``transcript``: against a store URL directly and
+through a running server, as tables and text, JSON lines and Markdown, and following
+a live run to its end."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bridge_store.cli import main
+from bridge_store.viewer.terminal import AGENT_COLUMNS, Output, TranscriptPrinter
+
+from .support.history import (
+    ANSWER,
+    DOCS_AGENT,
+    FAILED_RUN,
+    FINISHED_RUN,
+    LIVE_RUN,
+    LOGIN_AGENT,
+    PROMPT,
+    finished_run_messages,
+    history_calls,
+    live_run_ending,
+    long_result,
+)
+from .support.server import ServerProcess, serve
+from .test_viewer_transcript import stored
+
+#: Bounds how long a broken follower takes to fail; a working one ends at once.
+FOLLOW_TIMEOUT_SECONDS = 30.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    store = tmp_path_factory.mktemp("cli") / "store.db"
+    with serve("--store", f"sqlite:///{store}") as running:
+        for substore, method, data in history_calls():
+            running.call(substore, method, data)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def store_args(server: ServerProcess) -> list[str]:
+    """Reading the same SQLite file directly, beside the server (WAL lets both in)."""
+    store = next(arg for arg in server.process.args if str(arg).startswith("sqlite:"))  # type: ignore[union-attr]
+    return ["--store", str(store)]
+
+
+@pytest.fixture(scope="module")
+def remote_args(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    token_file = tmp_path_factory.mktemp("token") / "token"
+    token_file.write_text(server.token + "\n")
+    return ["--store-callback-url", server.url, "--store-auth-token-file", str(token_file)]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(params=["direct", "remote"])
+def source(request: pytest.FixtureRequest) -> list[str]:
+    return list(
+        request.getfixturevalue(f"{'store' if request.param == 'direct' else 'remote'}_args")
+    )
+
+
+def test_agents_as_plain_rows_when_piped(
+    capsys: pytest.CaptureFixture[str], source: list[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "agents", *source)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split("\t") == list(AGENT_COLUMNS)
+    assert [line.split("\t")[-1] for line in lines[1:]] == [LOGIN_AGENT, DOCS_AGENT]
+    code, out, _ = run_cli(capsys, "agents", "--archived", "--cwd", "/src/app", *source)
+    assert [line.split("\t")[2] for line in out.splitlines()[1:]] == ["fix login", "old spike"]
+
+
+def test_agents_page_by_cursor_and_print_json_lines(
+    capsys: pytest.CaptureFixture[str], source: list[str]
+) -> None:
+    code, out, err = run_cli(capsys, "agents", "--limit", "1", "--json", *source)
+    assert code == 0
+    assert [json.loads(line)["agentId"] for line in out.splitlines()] == [LOGIN_AGENT]
+    assert err.startswith("more: --cursor ")
+    cursor = err.split()[-1]
+    code, out, err = run_cli(capsys, "agents", "--json", "--cursor", cursor, *source)
+    assert [json.loads(line)["agentId"] for line in out.splitlines()] == [DOCS_AGENT]
+    assert err == ""
+    assert all("sdkMetadata" not in json.loads(line) for line in out.splitlines())
+
+
+def test_runs_newest_first(capsys: pytest.CaptureFixture[str], source: list[str]) -> None:
+    code, out, _ = run_cli(capsys, "runs", LOGIN_AGENT, *source)
+    assert code == 0
+    rows = [line.split("\t") for line in out.splitlines()[1:]]
+    assert [(row[0], row[1], row[-1]) for row in rows] == [
+        ("2", "error", FAILED_RUN),
+        ("1", "finished", FINISHED_RUN),
+    ]
+    assert rows[1][4:6] == ["1 min 23 s", "1,556"]
+    assert "permission_denied" in rows[0][6]
+    code, out, _ = run_cli(capsys, "runs", LOGIN_AGENT, "--json", *source)
+    assert code == 0
+    assert [json.loads(line)["runId"] for line in out.splitlines()] == [FAILED_RUN, FINISHED_RUN]
+
+
+def test_transcript_as_text_json_lines_and_markdown(
+    capsys: pytest.CaptureFixture[str], source: list[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "transcript", FINISHED_RUN, *source)
+    assert code == 0
+    assert f"user: {PROMPT}\n" in out
+    assert "thinking (1.5 s): Looking at the router first.\n" in out
+    assert 'tool read_file [completed]\n  args: {"path":"routes/login.py"}' in out
+    assert f"assistant: {ANSWER}\n" in out
+    assert out.rstrip().endswith("status FINISHED")
+    code, out, _ = run_cli(capsys, "transcript", FINISHED_RUN, "--json", *source)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(finished_run_messages()) + 1))
+    code, out, _ = run_cli(
+        capsys, "transcript", FINISHED_RUN, "--agent", LOGIN_AGENT, "--markdown", *source
+    )
+    assert out.startswith("# fix login: turn 1\n")
+    assert long_result() in out
+
+
+def test_mistakes_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str],
+    store_args: list[str],
+    remote_args: list[str],
+    tmp_path: Path,
+) -> None:
+    code, _, err = run_cli(capsys, "transcript", "run-nothing", *store_args)
+    assert (code, err) == (1, "bridge-store: not_found: no run 'run-nothing'\n")
+    code, _, err = run_cli(capsys, "runs", "agent-nobody", *remote_args)
+    assert (code, err) == (1, "bridge-store: not_found: no agent 'agent-nobody'\n")
+    code, _, err = run_cli(capsys, "agents", *store_args, *remote_args)
+    assert code == 2
+    assert "--store-callback-url reads through a running server" in err
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-token")
+    code, _, err = run_cli(
+        capsys,
+        "agents",
+        "--store-callback-url",
+        remote_args[1],
+        "--store-auth-token-file",
+        str(wrong),
+    )
+    assert code == 1
+    assert err.startswith("bridge-store: unauthenticated:")
+    code, _, err = run_cli(
+        capsys,
+        "agents",
+        "--store-callback-url",
+        "http://127.0.0.1:9/",
+        "--store-auth-token-file",
+        str(wrong),
+    )
+    assert code == 1
+    assert err.startswith("bridge-store: unavailable: cannot reach the store")
+
+
+def test_follow_prints_a_live_run_until_it_ends(
+    server: ServerProcess, remote_args: list[str]
+) -> None:
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "bridge_store", "transcript", LIVE_RUN, "--follow", *remote_args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout is not None
+        seen = [follower.stdout.readline() for _ in range(2)]
+        assert seen == ["request req-docs-1\n", "status RUNNING\n"]
+        time.sleep(0.5)  # the follower is polling now; what follows arrives live
+        assert follower.poll() is None
+        for substore, method, data in live_run_ending():
+            server.call(substore, method, data)
+        out, err = follower.communicate(timeout=FOLLOW_TIMEOUT_SECONDS)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, err
+    assert out == (
+        "user: Document the CLI\nassistant: The CLI has five commands.\nstatus FINISHED\n"
+    )
+
+
+def test_a_terminal_gets_rich_tables_and_styled_transcripts() -> None:
+    stream = io.StringIO()
+    output = Output(stream, terminal=True)
+    output.table(AGENT_COLUMNS, [("2026-05-28", "idle", "fix [login]", "/src", "a1")], "Agents")
+    printer = TranscriptPrinter(output)
+    printer.add(stored(finished_run_messages()))
+    printer.finish()
+    text = stream.getvalue()
+    assert "┏" in text
+    assert "fix [login]" in text
+    assert "\x1b[" in text
+    assert "⚙ read_file" in text
+    assert "… (13,889 characters)" in text
+
+
+def test_following_prints_tool_updates_and_holds_growing_text() -> None:
+    stream = io.StringIO()
+    printer = TranscriptPrinter(Output(stream, terminal=False))
+    events = stored(finished_run_messages())
+    printer.add(events[:8])  # up to the first assistant delta of two
+    assert "I'll read" not in stream.getvalue()
+    printer.add(events[8:10])  # the second delta, the tool's request and start
+    assert "assistant: I'll read the router.\ntool read_file [running]" in stream.getvalue()
+    printer.add(events[10:])
+    printer.finish()
+    assert "tool read_file -> completed:" in stream.getvalue()
