@@ -109,6 +109,23 @@ async def test_agent_filters_apply_across_store_pages(history: History) -> None:
     # A filter the store cannot apply reads on through whole store pages until it fills one.
     named = await queries.agents_page(history.reader, queries.AgentFilters(name="LOGIN"), limit=1)
     assert ids(named) == [LOGIN_AGENT]
+    # Pages that end inside a store page go on right after their last row.
+    pages = []
+    cursor = None
+    while True:
+        page = await queries.agents_page(
+            history.reader, queries.AgentFilters(name="extra"), cursor=cursor, limit=3
+        )
+        pages.append([a["name"] for a in page["agents"]])
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert pages[:3] == [
+        ["extra 6", "extra 5", "extra 4"],
+        ["extra 3", "extra 2", "extra 1"],
+        ["extra 0"],
+    ]
+    assert all(page == [] for page in pages[3:])
     running = await queries.agents_page(history.reader, queries.AgentFilters(status="running"))
     assert ids(running) == [DOCS_AGENT]
 

@@ -75,6 +75,8 @@ async def agents(context: Context, params: QueryParams) -> View:
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_AGENTS_PAGE),
     )
     data["cursor"] = params.get("cursor") or None
+    # A page size given in the address stays in the pager's links, like the filters.
+    data["limit"] = params.get("limit") or None
     data["statuses"] = list(queries.AGENT_STATUSES)
     return View("agents.html", "Agents", data)
 

@@ -10,15 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..contract import agent_cursor
 from ..errors import invalid_argument, not_found
+from ..substores import agent_position
 from ..types import Document
 from .reader import TERMINAL_RUN_STATUSES, HistoryReader
 from .transcript import TranscriptBuilder, usage_counts
 
 DEFAULT_AGENTS_PAGE = 50
-#: Filters the store cannot apply (status, name) are applied to whole store pages; a
-#: page of results reads at most this many store pages, so a filter matching little
-#: costs a bounded amount of work per page (the next page goes on from there).
+#: Filters the store cannot apply (status, name, archived) are applied to store pages
+#: as they come; a page of results reads at most this many store pages, so a filter
+#: matching little costs a bounded amount of work per page (the next goes on from there).
 MAX_STORE_PAGES_PER_PAGE = 10
 DEFAULT_EVENTS_PAGE = 200
 MAX_PAGE = 1000
@@ -86,6 +88,11 @@ async def agents_page(
         next_cursor = page.next
         if next_cursor is None or len(items) >= limit:
             break
+    if len(items) > limit:
+        # The page ends inside a store page: go on right after its last row, with the
+        # cursor the store itself would have given for it (a keyset position).
+        items = items[:limit]
+        next_cursor = agent_cursor(agent_position(items[-1]))
     return {"filters": filters.to_json(), "agents": items, "next": next_cursor}
 
 

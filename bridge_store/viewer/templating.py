@@ -58,6 +58,20 @@ def duration(ms: Any) -> str:
     return f"{hours} h {minutes} min"
 
 
+TOKEN_LABELS = {
+    "inputTokens": "Input",
+    "outputTokens": "Output",
+    "cacheReadTokens": "Cache read",
+    "cacheWriteTokens": "Cache write",
+    "reasoningTokens": "Reasoning",
+    "totalTokens": "Total",
+}
+
+
+def token_label(name: str) -> str:
+    return TOKEN_LABELS.get(name, name)
+
+
 def number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
 
@@ -79,6 +93,7 @@ def environment() -> jinja2.Environment:
         when_iso=when_iso,
         duration=duration,
         number=number,
+        token_label=token_label,
     )
     env.globals.update(query=lambda **params: urlencode({k: v for k, v in params.items() if v}))
     env.globals["RAW_LINK_EVENTS"] = RAW_LINK_EVENTS

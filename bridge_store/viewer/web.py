@@ -206,9 +206,13 @@ class Viewer(Generic[Principal]):
 
     # -- signing in and out -----------------------------------------------------------
 
-    async def _sign_in_form(self, request: Request, *, problem: str | None = None) -> Response:
-        next_page = _local_path(request.query_params.get("next"), _base(request))
-        data = {"next": next_page, "problem": problem}
+    async def _sign_in_form(self, request: Request) -> Response:
+        return self._sign_in_page(request, request.query_params.get("next"), problem=None)
+
+    def _sign_in_page(
+        self, request: Request, target: str | None, *, problem: str | None
+    ) -> Response:
+        data = {"next": _local_path(target, _base(request)), "problem": problem}
         return self._html(request, "sign_in.html", "Sign in", data, status=401 if problem else 200)
 
     async def _sign_in(self, request: Request) -> Response:
@@ -217,7 +221,8 @@ class Viewer(Generic[Principal]):
             return PlainTextResponse("this form is out of date; reload the page", status_code=403)
         token = form.get("token", "").strip()
         if not token or await self.sessions.authenticate(token) is None:
-            return await self._sign_in_form(request, problem="That token is not valid here.")
+            problem = "That token is not valid here."
+            return self._sign_in_page(request, form.get("next"), problem=problem)
         base = _base(request)
         response = RedirectResponse(_local_path(form.get("next"), base), status_code=303)
         self.sessions.sign_in(response, token, path=base or "/", secure=_secure(request))

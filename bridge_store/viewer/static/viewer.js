@@ -56,13 +56,18 @@
       more: transcript.dataset.more === "true",
       live: transcript.dataset.live === "true",
       busy: false,
+      // The reader reached the end while a page was loading: load the next one after.
+      wanted: false,
     };
     const more = document.getElementById("more");
     const live = document.getElementById("live");
     const status = document.getElementById("run-status");
 
     function load() {
-      if (state.busy) return;
+      if (state.busy) {
+        state.wanted = true;
+        return;
+      }
       state.busy = true;
       transcript.setAttribute("aria-busy", "true");
       const address = state.url + "&format=fragment" +
@@ -91,7 +96,12 @@
         .finally(function () {
           state.busy = false;
           transcript.setAttribute("aria-busy", "false");
-          if (!state.more && state.live) window.setTimeout(load, POLL_MS);
+          if (state.wanted && state.more) {
+            state.wanted = false;
+            load();
+          } else if (!state.more && state.live) {
+            window.setTimeout(load, POLL_MS);
+          }
         });
     }
 
