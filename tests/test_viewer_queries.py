@@ -53,7 +53,8 @@ class History:
     reader: HistoryReader
 
     async def call(self, substore: str, method: str, data: Any) -> Any:
-        return await call_store(self.stores, substore, method, data)
+        output, _ = await call_store(self.stores, substore, method, data)
+        return output
 
 
 @pytest.fixture(params=BACKENDS)

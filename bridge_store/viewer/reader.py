@@ -138,7 +138,8 @@ def in_process(stores: Callable[[], Stores]) -> CallStoreFn:
     """
 
     async def call(substore: str, method: str, data: Document) -> Document | None:
-        return await call_store(stores(), substore, method, data)
+        output, _ = await call_store(stores(), substore, method, data)
+        return output
 
     return call
 
