@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -38,18 +37,14 @@ import httpx
 from bridge_store.connect import CALL_STORE_PATH
 
 from . import mix, servers
+from .load_report import Row, judge, open_loop_table, table
 from .loadgen import LoadResult, lua_script, run_wrk, wrk_path, wrk_version
+from .openloop import OpenLoopResult, RequestSource, run_open_loop
 
 RESULTS = Path(__file__).parent / "results"
-#: Per target: (measure, comparison, threshold). Measures: "vs_reference" and
-#: "vs_ceiling" (ops/s ratios, at least), "p99_ms" (below, at 16 connections).
-GOALS: dict[str, list[tuple[str, float]]] = {
-    "memory": [("vs_reference", 5.0), ("vs_ceiling", 0.6)],
-    "sqlite": [("vs_reference", 2.0)],
-    "postgres": [("vs_reference", 2.0), ("p99_ms", 10.0)],
-    "redis": [("vs_reference", 2.0), ("p99_ms", 10.0)],
-}
-P99_GOAL_CONNECTIONS = 16
+#: Below this share of the asked rate, the server did not keep up: the open-loop run
+#: measured a queue, and the row fails.
+OPEN_LOOP_KEPT_UP = 0.95
 
 
 class CallStoreClient:
@@ -81,48 +76,6 @@ class CallStoreClient:
 
     def close(self) -> None:
         self._http.close()
-
-
-@dataclass
-class Row:
-    """One target's measurements and verdicts."""
-
-    target: str
-    timed: LoadResult | None = None
-    warmup: LoadResult | None = None
-    problems: list[str] = field(default_factory=list)
-    ratios: dict[str, float | None] = field(default_factory=dict)
-    goals: list[dict[str, Any]] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def clean(self) -> bool:
-        return not self.problems and self.timed is not None
-
-    @property
-    def ops_per_second(self) -> float | None:
-        return self.timed.ops_per_second if self.clean and self.timed else None
-
-    @property
-    def cpu_ms_per_op(self) -> float | None:
-        """Server CPU per request: steadier than ops/s on a busy machine."""
-        cpu = self.details.get("server_cpu_s")
-        if cpu is None or not self.timed or not self.timed.requests:
-            return None
-        return float(cpu) * 1000 / self.timed.requests
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "clean": self.clean,
-            "problems": self.problems,
-            "timed": self.timed.as_json() if self.timed else None,
-            "warmup": self.warmup.as_json() if self.warmup else None,
-            "ratios": self.ratios,
-            "server_cpu_ms_per_op": self.cpu_ms_per_op,
-            "goals": self.goals,
-            **self.details,
-        }
 
 
 # -- one target --------------------------------------------------------------------
@@ -236,6 +189,26 @@ def _phase(
     )
 
 
+def _open_phase(
+    server: servers.Server,
+    ops: Sequence[mix.Operation],
+    world: mix.World,
+    measured: float,
+    args: argparse.Namespace,
+) -> OpenLoopResult:
+    """A fixed-rate run at ``--open-loop`` times the closed-loop ops/s just measured."""
+    pools = {"agents": world.agents, "blobs": world.blobs, "active": world.active["open"]}
+    source = RequestSource(ops, mix.schedule(ops), pools, tag=_tag("open"))
+    return run_open_loop(
+        server.url,
+        server.token,
+        source,
+        rate=max(1.0, measured * args.open_loop),
+        connections=args.connections,
+        duration=args.duration,
+    )
+
+
 def measure(
     target: str, ops: Sequence[mix.Operation], world: mix.World, args: argparse.Namespace
 ) -> Row:
@@ -267,6 +240,17 @@ def measure(
             phases["timed"] = row.timed
             row.details["server_cpu_s"] = round(cpu_seconds(server.pid) - cpu_before, 2)
             row.problems += _errors("timed run", row.timed)
+            if args.open_loop > 0 and not row.problems:
+                row.open_loop = _open_phase(server, ops, world, row.timed.ops_per_second, args)
+                phases["open"] = row.open_loop.load
+                row.details["open_server_cpu_s"] = round(cpu_seconds(server.pid) - cpu_before, 2)
+                row.details["open_server_cpu_s"] -= row.details["server_cpu_s"]
+                row.problems += _errors("open-loop run", row.open_loop.load)
+                if row.open_loop.achieved_rate < OPEN_LOOP_KEPT_UP * row.open_loop.rate:
+                    row.problems.append(
+                        f"open-loop run: {row.open_loop.achieved_rate:,.0f} answers/s "
+                        f"for {row.open_loop.rate:,.0f} requests/s asked"
+                    )
             if server.is_store:
                 row.problems += audit(client, world, ops, phases, args.connections)
         finally:
@@ -293,94 +277,6 @@ def _errors(what: str, result: LoadResult) -> list[str]:
         return []
     kinds = ", ".join(f"{count} {kind}" for kind, count in errors.items())
     return [f"{what}: {kinds} errors (status = non-2xx answers)"]
-
-
-# -- verdicts ----------------------------------------------------------------------
-
-
-def judge(rows: list[Row], connections: int) -> None:
-    """Fill each row's ratios and goal verdicts (met: True, False, or None = unknown)."""
-    by_target = {row.target: row for row in rows}
-    for row in rows:
-        for name in ("reference", "ceiling"):
-            other = by_target.get(name)
-            ours, theirs = row.ops_per_second, other.ops_per_second if other else None
-            row.ratios[f"vs_{name}"] = ours / theirs if ours and theirs else None
-            # The same ratio from CPU per request, which other load on the machine
-            # moves less (the backends' own servers' CPU is not counted).
-            ours, theirs = row.cpu_ms_per_op, other.cpu_ms_per_op if other else None
-            row.ratios[f"cpu_vs_{name}"] = theirs / ours if ours and theirs else None
-        for measure_, threshold in GOALS.get(row.target, []):
-            goal: dict[str, Any] = {"measure": measure_, "threshold": threshold}
-            if measure_ == "p99_ms":
-                value = row.timed.latency_ms["p99"] if row.clean and row.timed else None
-                goal["value"] = value
-                if connections != P99_GOAL_CONNECTIONS:
-                    goal["met"] = None
-                    goal["why"] = f"defined at {P99_GOAL_CONNECTIONS} connections"
-                else:
-                    goal["met"] = None if value is None else value < threshold
-            else:
-                value = row.ratios[measure_]
-                goal["value"] = value
-                goal["met"] = None if value is None else value >= threshold
-            if not row.clean:
-                goal["met"] = False
-                goal["why"] = "the row has errors"
-            row.goals.append(goal)
-
-
-def _goal_text(goal: dict[str, Any]) -> str:
-    value, threshold = goal["value"], goal["threshold"]
-    if goal["measure"] == "p99_ms":
-        wanted = f"p99 < {threshold:g} ms"
-        shown = "?" if value is None else f"{value:.1f}"
-    elif goal["measure"] == "vs_ceiling":
-        wanted = f">= {threshold:.0%} ceiling"
-        shown = "?" if value is None else f"{value:.0%}"
-    else:
-        wanted = f">= {threshold:g}x ref"
-        shown = "?" if value is None else f"{value:.1f}x"
-    verdict = {True: "ok", False: "FAIL", None: "n/a"}[goal["met"]]
-    return f"{wanted}: {shown} {verdict}"
-
-
-def _row_verdict(row: Row) -> str:
-    if not row.clean:
-        return "FAIL (errors)"
-    if not row.goals:
-        return "-"
-    verdicts = {goal["met"] for goal in row.goals}
-    overall = "FAIL" if False in verdicts else "n/a" if None in verdicts else "PASS"
-    return f"{overall}: " + "; ".join(_goal_text(goal) for goal in row.goals)
-
-
-def table(rows: list[Row]) -> str:
-    lines = [
-        "| target | ops/s | p50 ms | p99 ms | errors | CPU ms/op | vs reference | vs ceiling "
-        "| target met |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
-    ]
-    for row in rows:
-        timed = row.timed
-        errors = sum(result.error_count for result in (row.timed, row.warmup) if result)
-        if row.problems and not errors:
-            errors = len(row.problems)
-        cells = [
-            row.target,
-            f"{timed.ops_per_second:,.0f}" if timed else "-",
-            f"{timed.latency_ms['p50']:.2f}" if timed else "-",
-            f"{timed.latency_ms['p99']:.2f}" if timed else "-",
-            str(errors),
-            "-" if row.cpu_ms_per_op is None else f"{row.cpu_ms_per_op:.3f}",
-            *(
-                "-" if row.ratios.get(key) is None else f"{row.ratios[key]:.2f}"
-                for key in ("vs_reference", "vs_ceiling")
-            ),
-            _row_verdict(row),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 # -- the machine -------------------------------------------------------------------
@@ -458,6 +354,16 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--duration", type=int, default=10, help="seconds (default: 10)")
     parser.add_argument("--warmup", type=int, default=3, help="seconds, 0 for none (default: 3)")
     parser.add_argument(
+        "--open-loop",
+        type=float,
+        default=0.5,
+        metavar="FRACTION",
+        help=(
+            "after the timed run, a fixed-rate run at FRACTION x its ops/s, latency "
+            "measured from each request's due time; 0 for none (default: 0.5)"
+        ),
+    )
+    parser.add_argument(
         "--json", type=Path, help="where to write results (default: bench/results/load-*.json)"
     )
     parser.add_argument(
@@ -474,6 +380,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown targets {unknown}; choose from {','.join(servers.TARGETS)}")
     if not 1 <= args.threads <= args.connections or args.duration <= 0 or args.warmup < 0:
         parser.error("need 1 <= threads <= connections, duration > 0 and warmup >= 0")
+    if not 0 <= args.open_loop <= 1:
+        parser.error("--open-loop is a fraction between 0 and 1")
     args.targets = targets
     args.serve_args = args.serve_args.split()
     return args
@@ -501,7 +409,7 @@ def main(argv: list[str]) -> int:
             print(f"bench load: {target}: {problem}", file=sys.stderr)
         rows.append(row)
     info["load_average_after"] = os.getloadavg()
-    judge(rows, args.connections)
+    judge(rows, connections=args.connections, mix=args.mix)
     print(
         f"\nmix {args.mix}, {args.connections} connections, {args.threads} wrk thread(s), "
         f"{args.duration} s after {args.warmup} s warm-up; "
@@ -509,6 +417,13 @@ def main(argv: list[str]) -> int:
         f"{info['load_average_after'][0]:.2f} after\n"
     )
     print(table(rows))
+    if any(row.open_loop for row in rows):
+        print(
+            f"\nopen loop at {args.open_loop:g} x each target's ops/s above, "
+            f"{args.connections} connections, {args.duration} s; latency from each "
+            "request's due time\n"
+        )
+        print(open_loop_table(rows))
     path = args.json or RESULTS / f"load-{started:%Y%m%d-%H%M%S}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     results = {
@@ -521,6 +436,7 @@ def main(argv: list[str]) -> int:
             "duration_s": args.duration,
             "warmup_s": args.warmup,
             "serve_args": args.serve_args,
+            "open_loop_fraction": args.open_loop,
             "operations": [
                 {"key": op.key, "weight": op.weight, "body_bytes": _body_bytes(op, world)}
                 for op in ops

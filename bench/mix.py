@@ -53,7 +53,8 @@ CWDS = ("/home/user/project", "/home/user/service")
 BASE_MS = 1_795_994_234_137
 #: Phases of one target's run. Each has its own active runs, so warm-up appends never
 #: shift the offsets the timed phase polls, and each run's log can be checked after.
-PHASES = ("preflight", "warmup", "timed")
+#: "open" is the fixed-rate run (bench/openloop.py).
+PHASES = ("preflight", "warmup", "timed", "open")
 
 #: (operation name, variant, pool, weight) of the realistic mix; weights sum to 100.
 REALISTIC: tuple[tuple[str, str, str, int], ...] = (

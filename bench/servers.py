@@ -6,9 +6,10 @@
   prefix, deleted afterwards; S3 a moto server in another process (all three from
   ``bench.services``).
 - ``reference``: cursor-sdk's ``StoreCallbackServer`` over ``bench.reference_store``.
-- ``ceiling``: Starlette + uvicorn with the uvicorn settings of ``bridge-store serve``
-  (httptools, uvloop, no access log) and one route that parses the JSON body and
-  answers a fixed CallStore response: the most any server on that stack can do.
+- ``ceiling``: a raw ASGI app on uvicorn with the settings of ``bridge-store serve``
+  (httptools, uvloop, no access log) that reads and parses the body as the real path
+  does and answers a fixed CallStore response: the most any server on that stack
+  can do.
 
 The reference, ceiling and S3 servers run as ``python -m bench.servers KIND`` and
 print ``bench-server ready {"url": ...}`` on stdout once they accept connections.
@@ -163,17 +164,41 @@ def serve_reference(token: str) -> None:
 
 
 def ceiling_app() -> Any:
-    """The ceiling: parse the JSON body, answer a fixed CallStore response."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
+    """The ceiling: a raw ASGI app that parses the body and answers a fixed response.
 
-    async def call_store(request: Request) -> Response:
-        json.loads(await request.body())
-        return Response(CEILING_RESPONSE, media_type="application/json")
+    It does what the real CallStore path cannot skip and nothing else: the same body
+    read (``connect.read_body``), the same JSON codec (orjson with its exact fallback,
+    the depth check) and a response sent the same way (``connect.Reply``, two ASGI
+    messages). No router, no auth, no dispatch, no store. A body the codec refuses
+    gets the Connect error the real path would give.
+    """
+    from bridge_store._codecs import CODECS
+    from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
+    from bridge_store.connect import Reply, error_response, read_body
+    from bridge_store.errors import ConnectError
 
-    return Starlette(routes=[Route(CALL_STORE_PATH, call_store, methods=["POST"])])
+    codec = CODECS["json"]
+    answer = Reply(200, CEILING_RESPONSE, codec.media_type)
+    not_found = Reply(404, b"Not Found", "text/plain")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] != CALL_STORE_PATH or scope["method"] != "POST":
+            await not_found.send(send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        try:
+            codec.decode(await read_body(receive, length or None, DEFAULT_MAX_REQUEST_BYTES))
+        except ConnectError as error:
+            await error_response(error).send(send)
+            return
+        await answer.send(send)
+
+    return app
 
 
 def serve_ceiling() -> None:

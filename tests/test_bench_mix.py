@@ -102,7 +102,7 @@ def test_world_is_deterministic_and_content_addressed(world: mix.World) -> None:
     again = mix.build_world(active_runs=2)
     assert again.calls == world.calls
     runs = [record["RUN"] for records in world.active.values() for record in records]
-    assert len(set(runs)) == len(runs) == 1 + 2 + 2
+    assert len(set(runs)) == len(runs) == 1 + 2 + 2 + 2  # preflight, warm-up, timed, open
     for blob_id, data in world.blob_data.items():
         assert hashlib.sha256(base64.b64decode(data)).hexdigest() == blob_id
 
