@@ -21,6 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "redis-events": ("redis_events", "Redis appends, tail reads and list pages, in process"),
     "s3-backend": ("s3_backend", "the S3 backend's hot paths against a local moto server"),
     "failover": ("failover", "Postgres primary -> standby under append load: outage and loss"),
+    "viewer-first-screen": (
+        "viewer_first_screen",
+        "the history viewer: a 10,000-event run's transcript, server and Chromium",
+    ),
 }
 
 

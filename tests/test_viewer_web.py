@@ -334,3 +334,44 @@ def test_the_standalone_viewer_reads_and_cannot_write(tmp_path: Path) -> None:
         )
         assert refused.status_code in (404, 405)
         assert len(client.get("/ui/?format=json").json()["agents"]) == 2
+
+
+def test_documents_with_only_the_required_fields_still_render(tmp_path: Path) -> None:
+    """The contract requires few fields; pages show what there is, never a 500."""
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
+    with running(app) as url:
+        store_call(
+            url, "agents", "create", {"agent": {"agentId": "bare", "cwd": "/", "updatedAt": 5}}
+        )
+        store_call(
+            url, "runs", "create", {"run": {"runId": "r", "agentId": "bare", "turnNumber": 1}}
+        )
+        for data in (
+            {"runId": "r", "eventType": "run_stream_event"},
+            {"runId": "r", "eventType": "run_stream_event", "payload": {"type": "sdk_message"}},
+            {"runId": "r", "eventType": "note", "payload": [1, "two", None]},
+            {
+                "runId": "r",
+                "eventType": "run_stream_event",
+                "payload": {
+                    "type": "sdk_message",
+                    "message": {"type": "tool_call", "call_id": "c"},
+                },
+            },
+        ):
+            store_call(url, "runEvents", "append", data)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        for path in (
+            "/ui/",
+            "/ui/agent?id=bare",
+            "/ui/run?agent=bare&id=r",
+            "/ui/run?agent=bare&id=r&format=fragment",
+            "/ui/events?agent=bare&run=r",
+            "/ui/search?q=anything",
+            "/ui/export/transcript.md?agent=bare&run=r",
+            "/ui/export/agent.jsonl?id=bare",
+        ):
+            response = httpx.get(url + path, headers=headers)
+            assert response.status_code == 200, (path, response.text[-500:])
+        page = httpx.get(f"{url}/ui/run?agent=bare&id=r&format=json", headers=headers).json()
+        assert [b["kind"] for b in page["blocks"]] == ["other", "other", "other", "tool_call"]

@@ -19,12 +19,16 @@ RAW_LINK_EVENTS = 1000
 
 
 def pretty(value: Any) -> str:
+    if isinstance(value, jinja2.Undefined):
+        return ""
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def compact(value: Any) -> str:
+    if isinstance(value, jinja2.Undefined):
+        return ""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -81,7 +85,9 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("bridge_store.viewer", "templates"),
         autoescape=True,
-        undefined=jinja2.StrictUndefined,
+        # Documents may lack any field the contract does not require (a run without
+        # ``error``, an agent without ``name``): a missing field shows as nothing.
+        undefined=jinja2.Undefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
