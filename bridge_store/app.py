@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
@@ -23,6 +23,9 @@ from .plugins import get_plugin_manager
 from .readiness import READY_PATH, ServedBackend, readiness_report
 from .stores import ResolvedStores, Stores, resolve
 from .types import Answer
+
+if TYPE_CHECKING:
+    from .tracing import Tracing
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
@@ -38,7 +41,8 @@ class BridgeStoreApp:
     404/405 answers (including a GET on the CallStore path).
     """
 
-    def __init__(self, call_store_endpoint: CallStoreEndpoint, starlette: Starlette) -> None:
+    def __init__(self, call_store_endpoint: ASGIApp, starlette: Starlette) -> None:
+        #: The CallStore endpoint, under the tracing middleware when traces are on.
         self.call_store_endpoint = call_store_endpoint
         self.starlette = starlette
         #: The app's metrics (None with ``metrics=False``), e.g. for an embedding
@@ -61,6 +65,7 @@ def create_app(
     *,
     plugin_manager: pluggy.PluginManager | None = None,
     resolved: ResolvedStores | None = None,
+    tracing: Tracing | None = None,
 ) -> BridgeStoreApp:
     """The bridge-store ASGI app for ``config``.
 
@@ -68,7 +73,8 @@ def create_app(
     ConfigurationError now), started (and migrated when ``config.migrate``) when the
     ASGI lifespan starts and closed when it ends. ``resolved`` are backends already
     resolved from ``config.routes``; otherwise ``plugin_manager`` (default: one with
-    every installed backend) resolves them.
+    every installed backend) resolves them. ``tracing`` (:mod:`.tracing`) gives each
+    CallStore call a span.
     """
     if resolved is None:
         manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
@@ -120,7 +126,12 @@ def create_app(
         auth_token=config.auth_token,
         max_request_bytes=config.max_request_bytes,
         compress_min_bytes=config.compress_min_bytes,
-        observer=CallObserver(HANDLERS, metrics=metrics, access_log=config.access_log),
+        observer=CallObserver(
+            HANDLERS,
+            metrics=metrics,
+            access_log=config.access_log,
+            spans=tracing.spans if tracing is not None else None,
+        ),
     )
     routes: list[BaseRoute] = [
         Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
@@ -142,7 +153,9 @@ def create_app(
             return serving[0]
 
         routes.append(Mount(UI_PATH, create_viewer(stores, config.auth_token)))
-    app = BridgeStoreApp(endpoint, Starlette(routes=routes, lifespan=lifespan))
+    # Only CallStore is traced: health, readiness and metrics polls would drown it.
+    traced = tracing.wrap(endpoint) if tracing is not None else endpoint
+    app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan))
     app.metrics = metrics
     return app
 

@@ -52,11 +52,8 @@ def request_id(header: str | None) -> str:
 class CallSpans(Protocol):
     """Names the trace span of the call in progress (see :mod:`.tracing`)."""
 
-    def named(self, substore: str, method: str) -> None:
-        """The call's body named ``substore``.``method``."""
-
-    def answered(self, code: str) -> None:
-        """The call is answered with ``code`` (``ok`` or a Connect error code)."""
+    def record(self, substore: str, method: str, code: str) -> None:
+        """The call ``substore``.``method`` is answered with ``code``."""
 
 
 class CallObservation:
@@ -115,8 +112,6 @@ class CallObserver:
         if labels is not None:
             observation.substore, observation.method = labels
         observation.request_bytes = request_bytes
-        if self._spans is not None:
-            self._spans.named(observation.substore, observation.method)
 
     def finish(self, observation: CallObservation, code: str, response_bytes: int) -> None:
         """The answer (``response_bytes`` as sent) is ready; ``code`` is ``ok`` or an error's."""
@@ -128,7 +123,7 @@ class CallObserver:
                 code, seconds, observation.request_bytes, response_bytes
             )
         if self._spans is not None:
-            self._spans.answered(code)
+            self._spans.record(observation.substore, observation.method, code)
         if self._access_log:
             duration_ms = round(seconds * 1000, 3)
             access_logger.info(

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+import sqlalchemy.ext.asyncio
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import greenlet_spawn
 
@@ -363,7 +364,9 @@ class PostgresDatabase(Database):
                 command_timeout=settings.command_timeout,
             )
 
-        engine = create_async_engine(
+        # Looked up when called, not imported by name: tracing's SQLAlchemy
+        # instrumentation (bridge_store.tracing) wraps the module's function.
+        engine = sqlalchemy.ext.asyncio.create_async_engine(
             "postgresql+asyncpg://",
             async_creator=connect,
             pool_size=settings.pool_size,

@@ -11,12 +11,17 @@ For writes the batch is also one transaction: one ``BEGIN IMMEDIATE`` and one co
 for every append that arrived while the previous batch was committing (group commit).
 If any job of a batch fails, the transaction rolls back and each job runs again in a
 transaction of its own, so a failure only ever reaches the call that caused it.
+
+Each job runs in the context (``contextvars``) of the call that submitted it, and the
+batch's own statements (connecting, ``BEGIN``) in its first job's: a trace span or a
+log line made on a worker thread belongs to the call it works for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import Callable
@@ -42,6 +47,11 @@ class Job(Generic[T]):
     batchable: bool = True
     outcome: Any = field(default=None)
     failed: bool = False
+    #: The submitting call's context, in which the work runs.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+
+    def run(self, conn: sa.Connection) -> T:
+        return self.context.run(self.work, conn)
 
     def succeed(self, value: T) -> None:
         self.outcome, self.failed = value, False
@@ -116,7 +126,8 @@ class BatchingThreads:
                     stop = True
                     break
                 batch.extend(jobs)
-            self._run_batch(batch)
+            # A copy: the first job's own context is entered again to run its work.
+            batch[0].context.copy().run(self._run_batch, batch)
             self._deliver(batch)
             if stop:
                 return
@@ -147,7 +158,7 @@ def run_reads(engine: sa.Engine, batch: list[Job[Any]]) -> None:
     with engine.connect() as conn:
         for job in batch:
             try:
-                job.succeed(job.work(conn))
+                job.succeed(job.run(conn))
             except Exception as error:
                 job.fail(error)
                 conn.rollback()
@@ -164,7 +175,7 @@ def run_writes(engine: sa.Engine, batch: list[Job[Any]]) -> None:
     for job in batch:
         try:
             with engine.begin() as conn:
-                job.succeed(job.work(conn))
+                job.succeed(job.run(conn))
         except Exception as error:
             job.fail(error)
 
@@ -173,7 +184,7 @@ def _in_one_transaction(engine: sa.Engine, batch: list[Job[Any]]) -> list[Any] |
     """Every job's outcome, committed together; None if any failed (all rolled back)."""
     try:
         with engine.begin() as conn:
-            return [job.work(conn) for job in batch]
+            return [job.run(conn) for job in batch]
     except Exception:
         # Which job failed, and whether the others would have succeeded alone, is
         # found by running each in its own transaction next.

@@ -141,9 +141,15 @@ def run(args: argparse.Namespace) -> int:
     # Starlette, the app and its metrics load only for serve.
     from ..app import create_app
     from ..logs import logging_config
+    from ..tracing import tracing_from_environment
 
     # First: whatever start-up logs goes out in the chosen format.
     logging.config.dictConfig(logging_config(args.log_format, args.log_level))
+    tracing = tracing_from_environment(os.environ)
+    if tracing is not None:
+        # Before any backend creates its engine or client: the instrumentations wrap
+        # their constructors.
+        tracing.instrument()
 
     routes = routes_from(args)
     # Bad URLs and missing extras are found before a token is written or a port opened.
@@ -160,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         access_log=args.access_log,
         ui=args.ui,
     )
-    app = create_app(config, resolved=resolved)
+    app = create_app(config, resolved=resolved, tracing=tracing)
     listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
@@ -175,7 +181,11 @@ def run(args: argparse.Namespace) -> int:
         access_log=args.access_log,
         **UVICORN_SETTINGS,
     )
-    return run_announcing(server_config, ready, listener)
+    try:
+        return run_announcing(server_config, ready, listener)
+    finally:
+        if tracing is not None:
+            tracing.shutdown()  # sends the spans still buffered
 
 
 def run_announcing(config: uvicorn.Config, ready: dict[str, str], listener: socket.socket) -> int:
