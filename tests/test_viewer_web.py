@@ -375,3 +375,39 @@ def test_documents_with_only_the_required_fields_still_render(tmp_path: Path) ->
             assert response.status_code == 200, (path, response.text[-500:])
         page = httpx.get(f"{url}/ui/run?agent=bare&id=r&format=json", headers=headers).json()
         assert [b["kind"] for b in page["blocks"]] == ["other", "other", "other", "tool_call"]
+
+
+BACKENDS = [
+    pytest.param("sqlite"),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("s3", marks=pytest.mark.s3),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_page_on_every_backend(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if backend == "sqlite":
+        store = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        store = request.getfixturevalue(f"make_{backend}_url")()
+    app = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
+    with running(app) as url:
+        for substore, method, data in history_calls():
+            assert store_call(url, substore, method, data).status_code == 200
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=url, headers=headers) as client:
+            agents = client.get("/ui/?format=json").json()["agents"]
+            assert [a["agentId"] for a in agents] == [LOGIN_AGENT, DOCS_AGENT]
+            page = client.get(f"/ui/agent?id={LOGIN_AGENT}")
+            assert page.status_code == 200
+            assert page.text.index("Turn 2") < page.text.index("Turn 1")
+            transcript = client.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
+            assert PROMPT in transcript.text
+            assert ANSWER in transcript.text
+            hits = client.get("/ui/search?q=redirect&format=json").json()["hits"]
+            assert [hit["kind"] for hit in hits] == ["user", "assistant"]
+            export = client.get(f"/ui/export/agent.jsonl?id={LOGIN_AGENT}")
+            assert len(export.text.splitlines()) == 1 + 1 + 17 + 1 + 3
