@@ -18,7 +18,7 @@ from ..types import Document
 from . import queries
 from .reader import HistoryReader
 from .search import IndexedSearch, search
-from .transcript import TranscriptBuilder
+from .transcript import TranscriptBuilder, usage_counts
 
 #: Raw event pages are for looking at a few events closely.
 DEFAULT_RAW_EVENTS = 50
@@ -165,8 +165,6 @@ async def whole_transcript(context: Context, agent_id: str, run_id: str) -> dict
     builder = TranscriptBuilder()
     async for event in context.reader.all_events(run_id):
         builder.add(event)
-    from .transcript import usage_counts
-
     return {
         "agent": await context.reader.agent(agent_id),
         "run": found,

@@ -81,6 +81,8 @@ class ScanSearch:
     async def search_history(
         self, words: list[str], *, cursor: str | None, limit: int
     ) -> SearchPage:
+        # A scan's page is bounded by the agents it reads, not by its hits (``limit``):
+        # stopping at a hit count would need a cursor inside an agent's runs.
         page = await self.reader.agents(cwd=None, cursor=cursor, limit=self.agents_per_page)
         hits: list[Document] = []
         for agent in page.items:

@@ -35,11 +35,9 @@ CSRF_FIELD = "csrf"
 #: A session lasts a working day; signing in again is one paste.
 SESSION_SECONDS = 12 * 60 * 60
 
+#: Who a valid token speaks for. Today one kind (the store token's holder); named
+#: tokens with tenants and scopes will bring theirs, through ``authenticate``.
 Principal = TypeVar("Principal")
-
-#: token -> who it is, or None when the token is not valid. Today every valid token is
-#: the one store token; named tokens with tenants and scopes plug in here.
-Authenticate = Callable[[str], Awaitable[Principal | None]]
 
 
 def bearer_token(request: Request) -> str | None:

@@ -79,11 +79,6 @@ class Output:
             table.add_row(*(escape(cell) for cell in row))
         self.console.print(table)
 
-    def note(self, text: str) -> None:
-        """A hint for people (never part of the data): stderr's business when piped."""
-        if self.terminal:
-            self.console.print(f"[dim]{escape(text)}[/dim]")
-
     def block(self, block: Block) -> None:
         if self.terminal:
             self.console.print(*_rich_block(block), sep="\n")
