@@ -18,6 +18,13 @@ as little else in it as the real bridge allows.
 Runs alternate (ours, builtin, ours, ...) so drift on a shared machine hits both; the
 report gives per-run totals and per-turn medians. Bridge and server start-up is not
 timed.
+
+Where a bridge-store turn's extra time goes: the server's own time per call, from a
+request's headers to its answer (its ``bridge_store_call_duration_seconds`` histogram,
+read from ``GET /metrics`` before and after the turns), summed over a turn's calls,
+against the turn's extra time over the built-in store (mean turn minus mean turn).
+The rest of the extra is the bridge's callback client (its Connect client, Node's
+HTTP stack) and loopback.
 """
 
 from __future__ import annotations
@@ -38,7 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 from bench.cursor_api import MODEL_ID, CursorApiStub
+from bridge_store.app import METRICS_PATH
 from bridge_store.client import bridge_path, launch_bridge, local_options, start_sidecar
 
 API_KEY = "bench-api-key"
@@ -49,6 +60,18 @@ START_TIMEOUT_SECONDS = 60.0
 BUSY_RETRY_SECONDS = 0.005
 BUSY_TIMEOUT_SECONDS = 30.0
 KINDS = ("bridge-store", "builtin")
+#: The histogram of the server's time per CallStore call (bridge_store/metrics.py).
+CALL_DURATION = "bridge_store_call_duration_seconds"
+#: Wait after the last turn so calls the bridge makes just after it are counted.
+SETTLE_SECONDS = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTime:
+    """The store server's own time over the turns: calls answered, seconds spent."""
+
+    calls: int
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +80,36 @@ class Timing:
     create_ms: float
     turn_ms: list[float]
     busy_retries: int
+    #: bridge-store only: what the server's histogram counted during the turns.
+    server: ServerTime | None = None
 
     @property
     def total_ms(self) -> float:
         return self.create_ms + sum(self.turn_ms)
+
+
+class StoreMetrics:
+    """Reads the CallStore call-duration histogram of a bridge-store server."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._url = url.rstrip("/") + METRICS_PATH
+        self._token = token
+
+    def read(self) -> ServerTime:
+        response = httpx.get(
+            self._url, headers={"Authorization": f"Bearer {self._token}"}, timeout=30
+        )
+        response.raise_for_status()
+        calls, seconds = 0.0, 0.0
+        for family in text_string_to_metric_families(response.text):
+            if family.name != CALL_DURATION:
+                continue
+            for sample in family.samples:
+                if sample.name == CALL_DURATION + "_count":
+                    calls += sample.value
+                elif sample.name == CALL_DURATION + "_sum":
+                    seconds += sample.value
+        return ServerTime(int(calls), seconds)
 
 
 class _Drain:
@@ -131,8 +180,9 @@ def builtin_bridge(workspace: Path, state_root: Path, env: dict[str, str]) -> It
 @contextlib.contextmanager
 def store_bridge(
     store: str, workspace: Path, state_root: Path, env: dict[str, str]
-) -> Iterator[Any]:
-    """bridge-store serving ``store`` and the bridge on it; yields a ``cursor_sdk.Client``."""
+) -> Iterator[tuple[Any, StoreMetrics]]:
+    """bridge-store serving ``store`` and the bridge on it; yields a ``cursor_sdk.Client``
+    and the server's metrics."""
     with (
         start_sidecar(store) as sidecar,
         launch_bridge(
@@ -140,7 +190,7 @@ def store_bridge(
         ) as bridge,
         bridge.client() as client,
     ):
-        yield client
+        yield client, StoreMetrics(sidecar.url, sidecar.auth_token)
 
 
 def is_busy(error: Exception) -> bool:
@@ -149,11 +199,18 @@ def is_busy(error: Exception) -> bool:
     return "active run" in text or "already running" in text or "busy" in text
 
 
-def drive(client: Any, kind: str, local: dict[str, Any], turns: int) -> Timing:
+def drive(
+    client: Any,
+    kind: str,
+    local: dict[str, Any],
+    turns: int,
+    metrics: StoreMetrics | None = None,
+) -> Timing:
     options = {"model": MODEL_ID, "api_key": API_KEY, "local": local}
     started = time.perf_counter()
     agent = client.agents.create(options)
     create_ms = (time.perf_counter() - started) * 1000
+    before = metrics.read() if metrics is not None else None
     turn_ms: list[float] = []
     retries = 0
     for turn in range(turns):
@@ -171,7 +228,13 @@ def drive(client: Any, kind: str, local: dict[str, Any], turns: int) -> Timing:
         turn_ms.append((time.perf_counter() - started) * 1000)
         if result.status != "error":
             raise RuntimeError(f"turn {turn} ended {result.status!r}, expected 'error'")
-    return Timing(kind, create_ms, turn_ms, retries)
+    server = None
+    if metrics is not None and before is not None:
+        # The bridge finishes a turn's last calls a moment after wait() returns.
+        time.sleep(SETTLE_SECONDS)
+        after = metrics.read()
+        server = ServerTime(after.calls - before.calls, after.seconds - before.seconds)
+    return Timing(kind, create_ms, turn_ms, retries, server)
 
 
 def run_once(kind: str, store: str | None, turns: int, api_url: str) -> Timing:
@@ -185,8 +248,8 @@ def run_once(kind: str, store: str | None, turns: int, api_url: str) -> Timing:
             with builtin_bridge(workspace, state, env) as client:
                 return drive(client, kind, {"cwd": str(workspace)}, turns)
         url = store or f"sqlite:///{root / 'store.db'}"
-        with store_bridge(url, workspace, state, env) as client:
-            return drive(client, kind, local_options(workspace), turns)
+        with store_bridge(url, workspace, state, env) as (client, metrics):
+            return drive(client, kind, local_options(workspace), turns, metrics)
 
 
 def summarize(timings: Sequence[Timing]) -> dict[str, dict[str, float]]:
@@ -195,12 +258,26 @@ def summarize(timings: Sequence[Timing]) -> dict[str, dict[str, float]]:
         mine = [t for t in timings if t.kind == kind]
         if not mine:
             continue
+        turns = [ms for t in mine for ms in t.turn_ms]
         summary[kind] = {
             "total_ms": statistics.median(t.total_ms for t in mine),
             "create_ms": statistics.median(t.create_ms for t in mine),
-            "turn_ms": statistics.median(ms for t in mine for ms in t.turn_ms),
+            "turn_ms": statistics.median(turns),
+            "mean_turn_ms": statistics.fmean(turns),
             "busy_retries": statistics.median(t.busy_retries for t in mine),
         }
+        servers = [t.server for t in mine if t.server is not None]
+        if servers:
+            count = sum(len(t.turn_ms) for t in mine if t.server is not None)
+            summary[kind]["server_calls_per_turn"] = sum(s.calls for s in servers) / count
+            summary[kind]["server_ms_per_turn"] = sum(s.seconds for s in servers) * 1000 / count
+    if len(summary) == len(KINDS):
+        ours, builtin = summary["bridge-store"], summary["builtin"]
+        extra = ours["mean_turn_ms"] - builtin["mean_turn_ms"]
+        ours["extra_ms_per_turn"] = extra
+        if "server_ms_per_turn" in ours and extra > 0:
+            ours["server_share_of_extra"] = ours["server_ms_per_turn"] / extra
+            ours["client_ms_per_turn"] = extra - ours["server_ms_per_turn"]
     return summary
 
 
@@ -234,6 +311,15 @@ def main(argv: list[str]) -> int:
     for kind, row in summary.items():
         print(f"{kind:14s} {row['total_ms']:9.1f} {row['create_ms']:10.1f} {row['turn_ms']:12.1f}")
     if len(summary) == len(KINDS):
-        ratio = summary["bridge-store"]["total_ms"] / summary["builtin"]["total_ms"]
+        ours = summary["bridge-store"]
+        ratio = ours["total_ms"] / summary["builtin"]["total_ms"]
         print(f"bridge-store / builtin total: {ratio:.2f}x")
+        if "server_share_of_extra" in ours:
+            print(
+                f"per turn (means): {ours['extra_ms_per_turn']:.1f} ms extra over builtin; "
+                f"server {ours['server_ms_per_turn']:.1f} ms over "
+                f"{ours['server_calls_per_turn']:.1f} calls "
+                f"({ours['server_share_of_extra']:.0%} of the extra), the bridge's "
+                f"callback client and loopback {ours['client_ms_per_turn']:.1f} ms"
+            )
     return 0
