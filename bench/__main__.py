@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql-blobs": ("sql_blobs", "checkpoint blobs on SQL: time and Python memory"),
     "redis-events": ("redis_events", "Redis appends, tail reads and list pages, in process"),
     "s3-backend": ("s3_backend", "the S3 backend's hot paths against a local moto server"),
+    "scale-out": ("scale_out", "1, 2, 4 serve processes on one Postgres and one Redis"),
     "failover": ("failover", "Postgres primary -> standby under append load: outage and loss"),
     "viewer-first-screen": (
         "viewer_first_screen",
