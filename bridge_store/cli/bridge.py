@@ -43,6 +43,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help=f"file holding that server's bearer token (env {TOKEN_ENV} takes precedence)",
     )
+    existing.add_argument(
+        "--store-ca-file",
+        metavar="PATH",
+        help=(
+            "PEM CA certificate(s) that signed an https:// server's certificate; the store "
+            "check and the bridge (as NODE_EXTRA_CA_CERTS) trust them"
+        ),
+    )
     options = bridge.add_argument_group("the bridge")
     options.add_argument(
         "--bridge-bin",
@@ -79,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         **given,
         store_callback_url=args.store_callback_url,
         store_auth_token_file=args.store_auth_token_file,
+        store_ca_file=args.store_ca_file,
         bridge_command=[args.bridge_bin] if args.bridge_bin else None,
         bridge_args=args.bridge_args,
         host=args.host,
@@ -121,6 +130,7 @@ def bridge_main(
     checkpoints: str | None = None,
     store_callback_url: str | None = None,
     store_auth_token_file: str | None = None,
+    store_ca_file: str | None = None,
     bridge_command: Sequence[str] | None = None,
     bridge_args: Sequence[str] = (),
     host: str | None = None,
@@ -146,8 +156,13 @@ def bridge_main(
     token: str | None = None
     if store_callback_url is not None:
         token = read_auth_token(store_auth_token_file, environ)
-    elif store_auth_token_file is not None:
-        raise ConfigurationError("--store-auth-token-file goes with --store-callback-url")
+    else:
+        for flag, value in (
+            ("--store-auth-token-file", store_auth_token_file),
+            ("--store-ca-file", store_ca_file),
+        ):
+            if value is not None:
+                raise ConfigurationError(f"{flag} goes with --store-callback-url")
     stop = _StopRequest()
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     session: Session | None = None
@@ -160,6 +175,7 @@ def bridge_main(
             checkpoints=checkpoints,
             store_url=store_callback_url,
             auth_token=token,
+            store_ca_file=store_ca_file,
             workspace=workspace,
             bridge_command=bridge_command,
             bridge_args=bridge_args,

@@ -22,6 +22,7 @@ from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
 from .store_options import add_store_arguments, routes_from
+from .tls import add_tls_arguments, uvicorn_tls
 
 DEFAULT_PORT = 8787
 #: How long in-flight requests may take to finish after SIGTERM/SIGINT.
@@ -122,6 +123,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument(
         "--no-ui", dest="ui", action="store_false", help="do not serve the history viewer at /ui/"
     )
+    add_tls_arguments(serve)
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -154,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     routes = routes_from(args)
     # Bad URLs and missing extras are found before a token is written or a port opened.
     resolved = resolve(get_plugin_manager(), routes)
+    tls = uvicorn_tls(args)
     token = load_or_generate(args.auth_token_file, dict(os.environ))
     config = ServerConfig(
         routes=routes,
@@ -170,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
     listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    ready = {"url": f"http://{shown_host}:{port}/", "version": __version__}
+    scheme = "https" if tls else "http"
+    ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     server_config = uvicorn.Config(
@@ -180,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         **UVICORN_SETTINGS,
+        **tls,
     )
     try:
         return run_announcing(server_config, ready, listener)

@@ -13,7 +13,8 @@ the whole pairing in one step::
 It starts ``bridge-store serve`` on a free loopback port (or checks an existing store
 given ``store_url`` and ``auth_token``), then the bridge, and stops both on exit. The
 lower levels are :func:`start_sidecar` (``store``) and :func:`launch_bridge`
-(``bridge``); both children are :class:`ReadyProcess` es (``_process``). The
+(``bridge``); both children are :class:`ReadyProcess` es (``_process``). An
+``https://`` store signed by a private CA is trusted through ``trust``. The
 ``bridge-store bridge`` command is :mod:`bridge_store.cli.bridge`.
 """
 

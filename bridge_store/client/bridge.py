@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..errors import ConfigurationError
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start, stop
 from .store import with_slash
+from .trust import node_trust, remove_bundle
 
 if TYPE_CHECKING:
     import cursor_sdk
@@ -94,6 +95,8 @@ class BridgeProcess(ReadyProcess):
     url: str
     auth_token: str = field(repr=False)
     store_url: str
+    #: The CA bundle made for the bridge (see :mod:`.trust`), removed when it stops.
+    ca_bundle: Path | None = None
 
     @property
     def pid(self) -> int:
@@ -126,6 +129,7 @@ class BridgeProcess(ReadyProcess):
         """Stop the bridge (SIGTERM, then SIGKILL) and remove its token file."""
         status = super().close()
         _remove_token_file(self.ready.get("authTokenFile"))
+        remove_bundle(self.ca_bundle)
         return status
 
 
@@ -209,6 +213,7 @@ def launch_bridge(
     state_root: str | os.PathLike[str] | None = None,
     verbose: bool = False,
     extra_args: Sequence[str] = (),
+    store_ca_file: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
@@ -219,6 +224,8 @@ def launch_bridge(
     ``env`` adds to (or overrides) the inherited environment, e.g. ``CURSOR_BACKEND_URL``;
     ``echo`` receives the bridge's stderr lines, ready line included. ``command``
     replaces the installed launcher; ``extra_args`` go after the client's own flags.
+    ``store_ca_file``: the PEM CA certificate(s) that signed an ``https://`` store's
+    certificate, which the bridge then trusts (as ``NODE_EXTRA_CA_CERTS``).
     """
     store_url = with_slash(store_url)
     argv = bridge_argv(
@@ -232,25 +239,39 @@ def launch_bridge(
         verbose=verbose,
         extra_args=extra_args,
     )
-    process, pump, ready = start(
-        argv,
-        bridge_environment(env),
-        BRIDGE_READY_PREFIX,
-        echo,
-        timeout,
-        "cursor-sdk-bridge",
-        STOP_TIMEOUT_SECONDS,
-    )
+    bundle: Path | None = None
+    if store_ca_file is not None:
+        env, bundle = node_trust(store_ca_file, env)
+    try:
+        process, pump, ready = start(
+            argv,
+            bridge_environment(env),
+            BRIDGE_READY_PREFIX,
+            echo,
+            timeout,
+            "cursor-sdk-bridge",
+            STOP_TIMEOUT_SECONDS,
+        )
+    except BaseException:
+        remove_bundle(bundle)
+        raise
     try:
         url, token = bridge_endpoint(ready)
     except BaseException as error:
         stop(process, pump, STOP_TIMEOUT_SECONDS)
         _remove_token_file(ready.get("authTokenFile"))
+        remove_bundle(bundle)
         if isinstance(error, ConfigurationError):
             raise ConfigurationError(
                 f"cursor-sdk-bridge announced an unusable endpoint: {error}"
             ) from None
         raise
     return BridgeProcess(
-        process=process, ready=ready, pump=pump, url=url, auth_token=token, store_url=store_url
+        process=process,
+        ready=ready,
+        pump=pump,
+        url=url,
+        auth_token=token,
+        store_url=store_url,
+        ca_bundle=bundle,
     )

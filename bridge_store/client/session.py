@@ -49,12 +49,14 @@ class Session:
         store_url: str,
         store_auth_token: str,
         workspace: str,
+        store_ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.bridge = bridge
         #: The store server this session started, or None when it uses an existing one.
         self.sidecar = sidecar
         self.store_url = store_url
         self.store_auth_token = store_auth_token
+        self.store_ca_file = store_ca_file
         self.workspace = workspace
         self._lock = threading.Lock()
         self._closing = False
@@ -166,7 +168,7 @@ class Session:
             else:
                 # The bridge answered with an error: is its store still there for it?
                 try:
-                    check_store(self.store_url, self.store_auth_token)
+                    check_store(self.store_url, self.store_auth_token, ca_file=self.store_ca_file)
                 except ConfigurationError as problem:
                     if self.sidecar is not None:
                         self._await_exit(self.sidecar.process)
@@ -197,6 +199,7 @@ def launch(
     checkpoints: str | None = None,
     store_url: str | None = None,
     auth_token: str | None = None,
+    store_ca_file: str | os.PathLike[str] | None = None,
     bridge_command: Sequence[str] | None = None,
     bridge_args: Sequence[str] = (),
     host: str | None = None,
@@ -213,7 +216,9 @@ def launch(
     on a free loopback port, like serve's flags; what is not given comes from serve's
     environment (``BRIDGE_STORE_URL`` ...) or its default, ``./bridge-store.db``. With
     ``store_url`` and ``auth_token`` the bridge uses that running store instead, after
-    one CallStore call has shown it reachable and accepting the token.
+    one CallStore call has shown it reachable and accepting the token; for an
+    ``https://`` store whose certificate a private CA signed, ``store_ca_file`` (PEM) is
+    trusted by that check and by the bridge (``NODE_EXTRA_CA_CERTS``).
 
     ``workspace`` (default: the current directory) is the bridge's default ``cwd``.
     ``bridge_command`` replaces the launcher (default ``$CURSOR_SDK_BRIDGE_BIN``, else
@@ -230,9 +235,11 @@ def launch(
         embedded = (store, agents, runs, run_events, checkpoints)
         if any(url is not None for url in embedded):
             raise ConfigurationError("store URLs configure an embedded store, not store_url")
-        check_store(store_url, auth_token)
+        check_store(store_url, auth_token, ca_file=store_ca_file)
         token = auth_token
     else:
+        if store_ca_file is not None:
+            raise ConfigurationError("store_ca_file is for an existing store (store_url)")
         sidecar = start_sidecar(
             store,
             agents=agents,
@@ -255,6 +262,7 @@ def launch(
             state_root=state_root,
             verbose=verbose,
             extra_args=bridge_args,
+            store_ca_file=store_ca_file,
             env=env,
             echo=echo,
             timeout=timeout,
@@ -264,5 +272,10 @@ def launch(
             sidecar.close()
         raise
     return Session(
-        bridge, sidecar, store_url=store_url, store_auth_token=token, workspace=workspace
+        bridge,
+        sidecar,
+        store_url=store_url,
+        store_auth_token=token,
+        workspace=workspace,
+        store_ca_file=store_ca_file,
     )

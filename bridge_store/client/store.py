@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -21,6 +22,7 @@ from ..config import READY_PREFIX
 from ..errors import ConfigurationError
 from ..tokens import TOKEN_ENV
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
+from .trust import tls_context
 
 #: The sidecar drains in-flight requests before it exits.
 SIDECAR_STOP_TIMEOUT_SECONDS = 30.0
@@ -126,13 +128,20 @@ def start_serve(
     return Sidecar(process=process, ready=ready, pump=pump, url=str(ready["url"]), auth_token=token)
 
 
-def check_store(url: str, auth_token: str, *, timeout: float = CHECK_TIMEOUT_SECONDS) -> None:
+def check_store(
+    url: str,
+    auth_token: str,
+    *,
+    ca_file: str | os.PathLike[str] | None = None,
+    timeout: float = CHECK_TIMEOUT_SECONDS,
+) -> None:
     """Make one harmless CallStore call (``agents.get`` of a missing agent).
 
-    Raises ConfigurationError saying what is wrong: nothing answers at ``url``, the
-    store refuses ``auth_token``, or what answers is not a CallStore server. The bridge
-    itself would only report these on an agent's first call, as a bare
-    ``unauthenticated`` or ``unavailable`` that reads like a problem with the bridge.
+    Raises ConfigurationError saying what is wrong: nothing answers at ``url``, its
+    TLS certificate is not trusted, the store refuses ``auth_token``, or what answers
+    is not a CallStore server. The bridge itself would only report these on an agent's
+    first call, as a bare ``unauthenticated`` or ``unavailable`` that reads like a
+    problem with the bridge. ``ca_file`` (PEM) is trusted besides the system's CAs.
     """
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"the store URL must start with http:// or https://, not {url!r}")
@@ -149,7 +158,9 @@ def check_store(url: str, auth_token: str, *, timeout: float = CHECK_TIMEOUT_SEC
         method="POST",
     )
     # No proxies: the bridge reaches the store directly, so the check does too.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=tls_context(ca_file))
+    )
     try:
         with opener.open(request, timeout=timeout) as response:
             body = response.read()
@@ -166,6 +177,11 @@ def check_store(url: str, auth_token: str, *, timeout: float = CHECK_TIMEOUT_SEC
         ) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            raise ConfigurationError(
+                f"the store at {url} has a TLS certificate this machine does not trust "
+                f"({reason.verify_message}); give the CA that signed it (--store-ca-file)"
+            ) from None
         raise ConfigurationError(f"cannot reach the store at {url}: {reason}") from None
     try:
         answer = json.loads(body)
