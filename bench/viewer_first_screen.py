@@ -12,12 +12,14 @@ assistant deltas, tool calls with ~2 KB results, usage, status changes), starts
   events rendered), wall time seen by an HTTP client on the same machine;
 - ``json``: the same page's ``?format=json`` twin;
 - ``browser``: Chromium opening the page (``/usr/bin/chromium``, as the browser tests
-  use it): navigation start to the load event (HTML, CSS and the script), and to the
-  first contentful paint. Skipped when Chromium or Playwright is missing.
+  use it), from navigation start: ``shown``, until two animation frames after the
+  first transcript block is in the page (it has been painted), and ``load``, until the
+  load event (HTML, stylesheet, script). Skipped without Chromium or Playwright.
 
 Each figure is the median (and p95, max) of its repetitions, after three warm-ups.
 Older events load on scroll, 200 at a time, through the fragment view; its time is
-reported too (``fragment``, the page from the middle of the run).
+reported too (``fragment``, the page from the middle of the run), and, for scale,
+``whole``: the whole run at once, as the Markdown export renders it (3 repetitions).
 """
 
 from __future__ import annotations
@@ -180,30 +182,31 @@ def browser_samples(url: str, token: str, repeat: int) -> dict[str, list[float]]
     if not os.path.exists(CHROMIUM):
         return None
     loads: list[float] = []
-    paints: list[float] = []
+    shown: list[float] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         context = browser.new_context(extra_http_headers={"Authorization": f"Bearer {token}"})
         for attempt in range(repeat + 3):
             page = context.new_page()
-            page.goto(url, wait_until="load")
-            timing = page.evaluate(
-                """() => {
-                    const nav = performance.getEntriesByType('navigation')[0];
-                    const paint = performance.getEntriesByName('first-contentful-paint')[0];
-                    return {load: nav.loadEventEnd - nav.startTime,
-                            paint: paint ? paint.startTime : null};
-                }"""
+            page.goto(url, wait_until="commit")
+            page.wait_for_selector("#transcript > .block")
+            # Two animation frames after the first block is in the page: it has been
+            # painted. performance.now() counts from the start of the navigation.
+            painted = page.evaluate(
+                "() => new Promise(done => requestAnimationFrame(() =>"
+                " requestAnimationFrame(() => done(performance.now()))))"
             )
-            blocks = page.locator("#transcript > .block").count()
-            assert blocks > 0, "the transcript rendered no blocks"
+            page.wait_for_load_state("load")
+            load = page.evaluate(
+                "() => { const nav = performance.getEntriesByType('navigation')[0];"
+                " return nav.loadEventEnd - nav.startTime; }"
+            )
             page.close()
             if attempt >= 3:
-                loads.append(timing["load"] / 1000)
-                if timing["paint"] is not None:
-                    paints.append(timing["paint"] / 1000)
+                shown.append(painted / 1000)
+                loads.append(load / 1000)
         browser.close()
-    return {"load": loads, "paint": paints}
+    return {"load": loads, "shown": shown}
 
 
 def main(argv: list[str]) -> int:
@@ -237,13 +240,17 @@ def main(argv: list[str]) -> int:
                 ):
                     samples = timed(args.repeat, partial(_fetch, client, address))
                     print(f"{name:9} {summary(samples)}", flush=True)
+                # For scale: the whole run at once, as its Markdown export renders it.
+                whole = base.replace("/ui/run?agent=", "/ui/export/transcript.md?agent=")
+                whole = whole.replace("&id=", "&run=")
+                samples = timed(3, partial(_fetch, client, whole))
+                print(f"{'whole':9} {summary(samples)}", flush=True)
             measured = browser_samples(base, sidecar.auth_token, args.browser_repeat)
             if measured is None:
                 print("browser   skipped (no Chromium or Playwright)")
             else:
+                print(f"browser   shown {summary(measured['shown'])}")
                 print(f"browser   load  {summary(measured['load'])}")
-                if measured["paint"]:
-                    print(f"browser   paint {summary(measured['paint'])}")
         finally:
             sidecar.close()
     finally:
