@@ -2,8 +2,9 @@
 
 ``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
 current`` (:mod:`.db`), the history commands ``agents``, ``runs`` and ``transcript``
-(reading as :mod:`.read_options` says) and ``ui`` (:mod:`.ui`); the storage flags they
-share are in :mod:`.store_options`.
+(reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and ``config show``
+(:mod:`.config`); the storage flags they share are in :mod:`.store_options`, serve's
+config file in :mod:`.settings`.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from .. import __version__
 from ..errors import ConfigurationError
-from . import agents, bridge, db, runs, serve, transcript, ui
+from . import agents, bridge, config, db, runs, serve, transcript, ui
+from .settings import apply_config_file
 
 
 class Command(Protocol):
@@ -38,6 +40,7 @@ COMMANDS: dict[str, Command] = {
     "runs": runs,
     "transcript": transcript,
     "ui": ui,
+    "config": config,
 }
 
 
@@ -56,9 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> argparse.Namespace:
+    """``argv`` parsed, with the settings of a ``--config`` file where neither a flag nor
+    an environment variable (``environ``, default ``os.environ``) gives them."""
+    parser = build_parser()
+    return apply_config_file(parser, argv, parser.parse_args(argv), environ)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = parse_args(argv)
         return COMMANDS[args.command].run(args)
     except ConfigurationError as error:
         print(f"bridge-store: {error}", file=sys.stderr)

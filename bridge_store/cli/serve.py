@@ -21,6 +21,7 @@ from ..errors import ConfigurationError
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
+from .settings import add_config_argument
 from .store_options import add_store_arguments, routes_from
 from .tls import add_tls_arguments, uvicorn_tls
 
@@ -47,6 +48,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Prints 'bridge-store ready {JSON}' on stderr once listening."
         ),
     )
+    add_arguments(serve)
+
+
+def add_arguments(serve: argparse.ArgumentParser) -> None:
+    """serve's options; ``config show`` takes the same, and they are the config file's keys."""
+    add_config_argument(serve)
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
     )
