@@ -68,7 +68,10 @@ class SqlBackend:
         await self.db.close()
 
     async def upgrade_schema(self) -> None:
-        await self.db.migrate(migrate_module.upgrade, what="schema upgrade")
+        try:
+            await self.db.migrate(migrate_module.upgrade, what="schema upgrade")
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{self.db.description}: {error}") from None
 
     async def schema_revision(self) -> str | None:
         return await self.db.read(migrate_module.current_revision, what="schema revision")

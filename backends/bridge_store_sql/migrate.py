@@ -5,6 +5,10 @@ The scripts ship as the ``bridge_store_migrations`` package, found with
 source checkout. The caller runs :func:`upgrade` inside a write transaction that
 serializes concurrent upgrades (an advisory lock on Postgres, ``BEGIN IMMEDIATE`` on
 SQLite), so several servers starting against one empty database agree on one schema.
+
+A database at a revision these scripts do not hold (a newer bridge-store upgraded it,
+or it belongs to something else) is refused with a ConfigurationError rather than
+handed to alembic, whose "Can't locate revision" would reach the user as a traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
+
+from bridge_store.errors import ConfigurationError
 
 from .tables import VERSION_TABLE
 
@@ -43,10 +49,39 @@ def head_revision() -> str:
     return head
 
 
+def revisions() -> list[str]:
+    """Every revision the shipped scripts hold, oldest first."""
+    with _config() as config:
+        walked = ScriptDirectory.from_config(config).walk_revisions()
+        return [script.revision for script in reversed(list(walked))]
+
+
+def check_known(revision: str | None) -> None:
+    """Refuse a database at a revision this bridge-store has no script for."""
+    if revision is None or revision in revisions():
+        return
+    raise ConfigurationError(
+        f"the database schema is at revision {revision!r}, which this bridge-store does not "
+        f"know (its newest is {head_revision()!r}): it was upgraded by a newer bridge-store; "
+        f"run that version or a later one"
+    )
+
+
 def upgrade(connection: Connection) -> None:
     """Upgrade to head over ``connection`` (a Database.migrate work function)."""
+    check_known(current_revision(connection))
     with _config(connection) as config:
         command.upgrade(config, "head")
+
+
+def downgrade(connection: Connection, revision: str | None) -> None:
+    """Downgrade to ``revision`` (None: no schema at all), like :func:`upgrade`.
+
+    No command runs it; the migration tests prove every revision's way back.
+    """
+    check_known(current_revision(connection))
+    with _config(connection) as config:
+        command.downgrade(config, revision or "base")
 
 
 def current_revision(connection: Connection) -> str | None:
