@@ -55,6 +55,8 @@ def read_token_file(path: Path) -> str:
         value = path.read_text(encoding="utf-8").strip()
     except OSError as error:
         raise ConfigurationError(f"cannot read auth token file {path}: {error}") from None
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"auth token file {path} is not UTF-8 text") from None
     if not value:
         raise ConfigurationError(f"auth token file {path} is empty")
     return value
