@@ -183,10 +183,19 @@ _THROTTLE_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
 )
+_DENIED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message></Error>"
+)
+_PRECONDITION_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
+    b"<Message>At least one of the pre-conditions you specified did not hold</Message>"
+    b"</Error>"
+)
 
 
 class S3Server:
-    """moto's S3 on a free loopback port, one request at a time, with two faults.
+    """moto's S3 on a free loopback port, one request at a time, with four faults.
 
     Why not moto's ``ThreadedMotoServer`` as it is: moto checks ``If-None-Match`` and
     ``If-Match`` and then writes, with no lock in between, while its server handles
@@ -198,8 +207,11 @@ class S3Server:
     keeps S3's promise.
 
     ``throttled = True`` answers every request 503 SlowDown (what S3 says when a
-    prefix is over its request rate); ``stop()`` makes the port refuse connections.
-    ``requests`` counts what reached the server, throttled requests included.
+    prefix is over its request rate); ``denied = True`` answers 403 AccessDenied (a
+    policy or credentials that no longer allow the bucket); ``conflicting = True``
+    answers every conditional PUT 412 without writing (other writers always winning);
+    ``stop()`` makes the port refuse connections. ``requests`` counts what reached the
+    server, refused requests included.
     """
 
     def __init__(self) -> None:
@@ -208,6 +220,8 @@ class S3Server:
         self._app = DomainDispatcherApplication(create_backend_app)
         self._lock = threading.Lock()
         self.throttled = False
+        self.denied = False
+        self.conflicting = False
         self.requests = 0
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -222,6 +236,15 @@ class S3Server:
             if self.throttled:
                 start_response("503 Slow Down", [("Content-Type", "application/xml")])
                 return [_THROTTLE_BODY]
+            if self.denied:
+                start_response("403 Forbidden", [("Content-Type", "application/xml")])
+                return [_DENIED_BODY]
+            conditional = "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+            if self.conflicting and environ["REQUEST_METHOD"] == "PUT" and conditional:
+                # The body is read as a server would before it answers.
+                environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                start_response("412 Precondition Failed", [("Content-Type", "application/xml")])
+                return [_PRECONDITION_BODY]
             # The body is produced inside the lock: the whole request is one step.
             return list(self._app(environ, start_response))
 

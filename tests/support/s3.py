@@ -44,7 +44,7 @@ def private_s3_server() -> Iterator[S3Server]:
     try:
         yield server
     finally:
-        server.throttled = False
+        server.throttled = server.denied = server.conflicting = False
         # moto's state outlives the server (one per process): a stopped server is
         # started again to delete what the test wrote.
         if not server.running:
