@@ -106,7 +106,8 @@ def content_encoding(url: str) -> str | None:
     response = call(url, "get", {"agentId": "a"}, **{"Accept-Encoding": "gzip"})
     assert response.status_code == 200
     assert response.json() == {"output": AGENT}  # httpx undoes the gzip
-    return response.headers.get("content-encoding")
+    encoding: str | None = response.headers.get("content-encoding")
+    return encoding
 
 
 @pytest.mark.parametrize(

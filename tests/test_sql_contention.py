@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.services import execute
 from bridge_store.conformance.harness import agent
 from bridge_store.errors import Code, ConnectError
 
-from .support.postgres import execute
 from .support.server import ServerProcess, serve
 
 
