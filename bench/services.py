@@ -183,6 +183,8 @@ _THROTTLE_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
 )
+#: The longest a held request waits for its release.
+HOLD_TIMEOUT_SECONDS = 60.0
 _DENIED_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
     b"<Message>Access Denied</Message></Error>"
@@ -195,7 +197,7 @@ _PRECONDITION_BODY = (
 
 
 class S3Server:
-    """moto's S3 on a free loopback port, one request at a time, with four faults.
+    """moto's S3 on a free loopback port, one request at a time, with five faults.
 
     Why not moto's ``ThreadedMotoServer`` as it is: moto checks ``If-None-Match`` and
     ``If-Match`` and then writes, with no lock in between, while its server handles
@@ -210,7 +212,9 @@ class S3Server:
     prefix is over its request rate); ``denied = True`` answers 403 AccessDenied (a
     policy or credentials that no longer allow the bucket); ``conflicting = True``
     answers every conditional PUT 412 without writing (other writers always winning);
-    ``stop()`` makes the port refuse connections. ``requests`` counts what reached the
+    ``hold`` makes the requests it picks wait until ``released`` is set (a request
+    stuck on its way, ``held`` says one arrived); ``stop()`` makes the port refuse
+    connections. ``requests`` counts what reached the
     server, refused requests included.
     """
 
@@ -222,6 +226,10 @@ class S3Server:
         self.throttled = False
         self.denied = False
         self.conflicting = False
+        #: Requests this picks (by their WSGI environ) wait for ``released``.
+        self.hold: Callable[[dict[str, Any]], bool] | None = None
+        self.held = threading.Event()
+        self.released = threading.Event()
         self.requests = 0
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -231,6 +239,11 @@ class S3Server:
         self.handed_out: list[tuple[str, str]] = []
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        hold = self.hold
+        if hold is not None and hold(environ):
+            # Outside the lock: other requests go on while this one waits.
+            self.held.set()
+            self.released.wait(HOLD_TIMEOUT_SECONDS)
         with self._lock:
             self.requests += 1
             if self.throttled:
