@@ -1,4 +1,10 @@
-"""A plain wheel is self-contained: migrations included, serving from a clean venv."""
+"""A plain wheel is self-contained: migrations included, serving from a clean venv.
+
+The clean venv gets the wheel's dependencies from a wheelhouse the suite keeps
+(tests/support/cache.py: ``~/.cache/bridge-store-tests/wheelhouse``), installed with
+``--no-index``: only the first run, or one after the dependencies changed, needs
+the package index, to fill it with ``pip download``.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .support.cache import locked
 from .support.server import CALL_STORE_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,13 +94,27 @@ def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None
     assert "bridge-store = bridge_store.cli:main" in text
 
 
+def install_from_the_wheelhouse(python: Path, wheel: Path) -> None:
+    """Install ``wheel`` and its dependencies with no index, filling the wheelhouse first
+    (from the index) when it lacks something."""
+    with locked("wheelhouse") as root:
+        wheelhouse = root / "wheelhouse"
+        pip = [str(python), "-m", "pip"]
+        offline = [*pip, "install", "--quiet", "--no-index", "--find-links", str(wheelhouse)]
+        if subprocess.run([*offline, str(wheel)], capture_output=True, check=False).returncode:
+            subprocess.run(
+                [*pip, "download", "--quiet", "--dest", str(wheelhouse), str(wheel)],
+                check=True,
+                timeout=600,
+            )
+            subprocess.run([*offline, str(wheel)], check=True)
+
+
 @pytest.mark.slow
 def test_wheel_serves_from_a_clean_venv(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True
-    )
+    install_from_the_wheelhouse(venv / "bin" / "python", wheel)
     workdir = tmp_path / "run"
     workdir.mkdir()
     process = subprocess.Popen(

@@ -15,16 +15,15 @@ build while the others wait.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .cache import locked
 
 #: Oldest published bridge with store callbacks; the first that writes sdkMetadata
 #: (1.0.30; the middle of the range); the newest. README states this range.
@@ -33,7 +32,6 @@ TESTED_VERSIONS = (OLDEST, MIDDLE, NEWEST)
 #: Bridges before this one write no ``sdkMetadata`` into agent documents.
 FIRST_WITH_SDK_METADATA = (1, 0, 30)
 
-CACHE_ENV = "BRIDGE_STORE_TEST_CACHE"
 INSTALL_TIMEOUT_SECONDS = 600.0
 #: Variables that make the SDK run another bridge than the one it bundles.
 BRIDGE_OVERRIDES = ("CURSOR_SDK_BRIDGE_BIN", "CURSOR_SDK_USE_REMOTE_BRIDGE")
@@ -66,14 +64,6 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def cache_root() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "bridge-store-tests"
-
-
 def probe(python: Path | str) -> SdkInstall | None:
     """The installation ``python`` sees, or None if it does not work."""
     env = {k: v for k, v in os.environ.items() if k not in BRIDGE_OVERRIDES}
@@ -96,22 +86,10 @@ def current_install() -> SdkInstall:
     return install
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def sdk_install(version: str) -> SdkInstall:
     """``cursor-sdk==version`` in its cached venv, created if missing or broken."""
-    root = cache_root()
-    venv = root / f"cursor-sdk-{version}"
-    with _locked(root / f"cursor-sdk-{version}.lock"):
+    with locked(f"cursor-sdk-{version}") as root:
+        venv = root / f"cursor-sdk-{version}"
         install = probe(venv / "bin" / "python") if venv.exists() else None
         if install is not None and install.version == version:
             return install
