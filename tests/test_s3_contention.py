@@ -152,7 +152,8 @@ async def test_writes_that_always_conflict_give_up_as_unavailable(
     ]
     for substore, method, data in calls:
         requests = private_s3_server.requests
-        error = await client.error(substore, method, data)
+        async with asyncio.timeout(60):  # an unbounded retry loop fails, not hangs
+            error = await client.error(substore, method, data)
         assert error.code == Code.UNAVAILABLE, (substore, method, error)
         assert "try again" in error.message
         # Bounded: a handful of requests per attempt, never an endless loop.
