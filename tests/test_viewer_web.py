@@ -254,6 +254,7 @@ def test_raw_events_and_run_links_by_id(browser: httpx.Client) -> None:
 def test_exports(browser: httpx.Client) -> None:
     run = browser.get(f"/ui/export/run.jsonl?agent={LOGIN_AGENT}&run={FINISHED_RUN}")
     assert run.headers["content-type"].startswith("application/x-ndjson")
+    assert run.headers["x-content-type-options"] == "nosniff"
     assert 'filename="run-run-login-1.jsonl"' in run.headers["content-disposition"]
     lines = [json.loads(line) for line in run.text.splitlines()]
     assert [line["type"] for line in lines] == ["run"] + ["event"] * 17

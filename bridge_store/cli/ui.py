@@ -7,6 +7,7 @@ import os
 
 import uvicorn
 
+from .. import __version__
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    ready = {"url": f"http://{shown_host}:{port}{UI_PATH}/"}
+    ready = {"url": f"http://{shown_host}:{port}{UI_PATH}/", "version": __version__}
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(

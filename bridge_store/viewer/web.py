@@ -166,9 +166,8 @@ class Viewer(Generic[Principal]):
             async for line in lines:
                 yield jsontext.dumps(line) + b"\n"
 
-        return StreamingResponse(
-            body(), media_type="application/x-ndjson", headers=_attachment(filename)
-        )
+        headers = {**_attachment(filename), "X-Content-Type-Options": "nosniff"}
+        return StreamingResponse(body(), media_type="application/x-ndjson", headers=headers)
 
     async def _export_run(self, request: Request) -> Response:
         params = request.query_params
@@ -198,11 +197,8 @@ class Viewer(Generic[Principal]):
         except ConnectError as error:
             return self._error(request, error, "json")
         text = "".join(transcript_markdown(**whole))
-        return PlainTextResponse(
-            text,
-            media_type="text/markdown; charset=utf-8",
-            headers=_attachment(f"transcript-{run_id}.md"),
-        )
+        headers = {**_attachment(f"transcript-{run_id}.md"), "X-Content-Type-Options": "nosniff"}
+        return PlainTextResponse(text, media_type="text/markdown; charset=utf-8", headers=headers)
 
     # -- signing in and out -----------------------------------------------------------
 
@@ -252,7 +248,9 @@ SECURITY_HEADERS = {
 
 
 def _json(data: Any, *, status: int = 200) -> Response:
-    return Response(jsontext.dumps(data), status_code=status, media_type="application/json")
+    response = Response(jsontext.dumps(data), status_code=status, media_type="application/json")
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def _base(request: Request) -> str:
