@@ -98,7 +98,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         opened = await backends.start(migrate=config.migrate)
-        serving.append(opened.stores if metrics is None else metrics.metered(opened.stores))
+        serving.append(opened.stores if metrics is None else metrics.counts.metered(opened.stores))
         try:
             yield
         finally:

@@ -15,7 +15,7 @@ from bridge_store.app import METRICS_PATH, create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.dispatch import HANDLERS
-from bridge_store.metrics import DURATION_BUCKETS
+from bridge_store.metrics import DURATION_BUCKETS, Metrics
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.stores import Routes
 from bridge_store.substores import PoolStats
@@ -213,3 +213,29 @@ async def test_redis_pool_in_use(make_redis_url: Callable[..., str]) -> None:
         assert (stats.size, stats.in_use, stats.waits) == (7, 0, None)
     finally:
         await backend.close()
+
+
+def test_durations_land_in_the_first_bucket_at_or_above_them() -> None:
+    metrics = Metrics(HANDLERS)
+    get = metrics.method("agents", "get")
+    for seconds in (0.00005, 0.0001, 0.0003, 0.0003, 20.0):
+        get.record("ok", seconds, 10, 20)
+    (family,) = [
+        family
+        for family in metrics.registry.collect()
+        if family.name == "bridge_store_call_duration_seconds"
+    ]
+    buckets = {
+        sample.labels["le"]: sample.value
+        for sample in family.samples
+        if sample.name.endswith("_bucket")
+        and sample.labels["method"] == "get"
+        and sample.labels["substore"] == "agents"
+    }
+    # Cumulative, "less or equal": 0.1 ms holds the first two, 0.5 ms the next two.
+    assert (buckets["0.0001"], buckets["0.00025"], buckets["0.0005"]) == (2, 2, 4)
+    assert (buckets["10.0"], buckets["+Inf"]) == (4, 5)
+    agents_get = {"substore": "agents", "method": "get"}
+    sums = {s.name: s.value for s in family.samples if s.labels == agents_get}
+    assert sums["bridge_store_call_duration_seconds_count"] == 5
+    assert sums["bridge_store_call_duration_seconds_sum"] == pytest.approx(20.00075)
