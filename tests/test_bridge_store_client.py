@@ -92,7 +92,7 @@ def stored_blob(server: ServerProcess, agent_id: str, blob_id: str) -> bytes | N
     return base64.b64decode(found["data"])
 
 
-def test_checkpoint_blobs_through_the_bridge_client(
+def test_blobs_and_a_finished_run_through_the_bridge_client(
     client: BridgeStoreClient, server: ServerProcess
 ) -> None:
     blobs = {name: os.urandom(size) for name, size in BLOB_SIZES.items()}
@@ -158,6 +158,9 @@ def test_checkpoint_blobs_through_the_bridge_client(
     assert stored_blob(server, AGENT, "blob 5 MiB") is None
     assert client.store("checkpoints", "list", {})["items"] == ["other a", "other b", "other c"]
 
+    # On the same server and bridge client (one start of each per store kind).
+    a_finished_run_through_the_sdk_bookkeeping(client, server)
+
 
 def finish_a_run(client: BridgeStoreClient, checkpoint: bytes) -> dict[str, Any]:
     """What the SDK writes through the store for a run a model finished; returns ids."""
@@ -186,7 +189,7 @@ def finish_a_run(client: BridgeStoreClient, checkpoint: bytes) -> dict[str, Any]
     return {"agentId": agent_id, "runId": run_id, "blobId": ref["blobId"], "usage": usage}
 
 
-def test_a_finished_run_through_the_sdk_bookkeeping(
+def a_finished_run_through_the_sdk_bookkeeping(
     client: BridgeStoreClient, server: ServerProcess
 ) -> None:
     checkpoint = os.urandom(300 * 1000)
