@@ -77,46 +77,63 @@ async def concurrent(total: int, in_flight: int, make: Callable[[int], Awaitable
 
 async def bench_backend(backend: RedisBackend, events: int) -> None:
     store = backend.run_events
-    latencies = await timed(2000, lambda _: store.append(event("seq")))
+    latencies = await timed(2000, lambda _: store.append("default", event("seq")))
     print(f"append, one at a time: {summary(latencies)}")
-    rate = await concurrent(20000, 64, lambda _: store.append(event("hot")))
+    rate = await concurrent(20000, 64, lambda _: store.append("default", event("hot")))
     print(f"append, 64 in flight on one run: {rate:,.0f}/s")
-    rate = await concurrent(20000, 64, lambda n: store.append(event(f"spread-{n % 16}")))
+    rate = await concurrent(20000, 64, lambda n: store.append("default", event(f"spread-{n % 16}")))
     print(f"append, 64 in flight over 16 runs: {rate:,.0f}/s")
 
     remaining = events - 20000
-    await concurrent(remaining, 64, lambda _: store.append(event("hot")))
-    latencies = await timed(2000, lambda _: store.list("hot", after_seq=events - 10, limit=101))
+    await concurrent(remaining, 64, lambda _: store.append("default", event("hot")))
+    latencies = await timed(
+        2000, lambda _: store.list("default", "hot", after_seq=events - 10, limit=101)
+    )
     print(f"tail read (10 new events) of a {events:,}-event log: {summary(latencies)}")
-    latencies = await timed(500, lambda _: store.list("hot", after_seq=events // 2, limit=101))
+    latencies = await timed(
+        500, lambda _: store.list("default", "hot", after_seq=events // 2, limit=101)
+    )
     print(f"read 100 events from the middle of it: {summary(latencies)}")
 
     for index in range(10000):
         await backend.agents.create(
-            {"agentId": f"agent-{index:05d}", "cwd": f"/w/{index % 10}", "updatedAt": index}
+            "default",
+            {"agentId": f"agent-{index:05d}", "cwd": f"/w/{index % 10}", "updatedAt": index},
         )
         await backend.runs.create(
+            "default",
             {
                 "runId": f"run-{index:05d}",
                 "agentId": f"agent-{index % 100:05d}",
                 "turnNumber": index,
-            }
+            },
         )
     deep = AgentPosition(updated_at=5000, agent_id="agent-05000")
-    latencies = await timed(300, lambda _: backend.agents.list(cwd=None, after=None, limit=51))
+    latencies = await timed(
+        300, lambda _: backend.agents.list("default", cwd=None, after=None, limit=51)
+    )
     print(f"agents page of 50 of 10,000, first: {summary(latencies)}")
-    latencies = await timed(300, lambda _: backend.agents.list(cwd=None, after=deep, limit=51))
+    latencies = await timed(
+        300, lambda _: backend.agents.list("default", cwd=None, after=deep, limit=51)
+    )
     print(f"agents page of 50 of 10,000, deep: {summary(latencies)}")
-    latencies = await timed(300, lambda _: backend.agents.list(cwd="/w/3", after=None, limit=51))
+    latencies = await timed(
+        300, lambda _: backend.agents.list("default", cwd="/w/3", after=None, limit=51)
+    )
     print(f"agents page of 50 of one cwd (1,000 of 10,000): {summary(latencies)}")
     deep_run = RunPosition(turn_number=5000, run_id="run-05000", agent_id="agent-00000")
     latencies = await timed(
-        300, lambda _: backend.runs.list(agent_ids=None, run_ids=None, after=deep_run, limit=51)
+        300,
+        lambda _: backend.runs.list(
+            "default", agent_ids=None, run_ids=None, after=deep_run, limit=51
+        ),
     )
     print(f"runs page of 50 of 10,000, deep: {summary(latencies)}")
     latencies = await timed(
         300,
-        lambda _: backend.runs.list(agent_ids=["agent-00042"], run_ids=None, after=None, limit=51),
+        lambda _: backend.runs.list(
+            "default", agent_ids=["agent-00042"], run_ids=None, after=None, limit=51
+        ),
     )
     print(f"runs page of one agent (100 runs): {summary(latencies)}")
 

@@ -152,14 +152,14 @@ async def big_blob(url: str) -> dict[str, Any]:
     try:
 
         async def create() -> None:
-            await checkpoints.create("a", "big", blob)
+            await checkpoints.create("default", "a", "big", blob)
 
         growth = await peak_growth(lambda: timed(results, "checkpoint create, 32 MiB", 1, create))
         results["32 MiB create: peak RSS above the blob (MiB)"] = growth
         stored: list[bytes | None] = []
 
         async def get() -> None:
-            stored.append(await checkpoints.get("a", "big"))
+            stored.append(await checkpoints.get("default", "a", "big"))
 
         growth = await peak_growth(lambda: timed(results, "checkpoint get, 32 MiB", 1, get))
         results["32 MiB get: peak RSS growth (MiB), the returned bytes included"] = growth

@@ -44,6 +44,7 @@ from typing import Any
 from bench import services
 from bench.servers import start_child
 from bridge_store import jsontext
+from bridge_store.auth import DEFAULT_TENANT
 from bridge_store.conformance.harness import agent, run
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.substores import AgentPosition, Backend, RunPosition, stored_event
@@ -51,6 +52,8 @@ from bridge_store.types import Document
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
 BASE_MS = 1_700_000_000_000
+#: Every row the bench loads and lists belongs to this tenant.
+TENANT = DEFAULT_TENANT
 CWDS = 10
 RUN_AGENTS = 10
 AGENT_PAGE, RUN_PAGE, EVENT_PAGE = 50, 50, 100
@@ -132,13 +135,13 @@ class Target:
         assert backend.agents is not None
         assert backend.runs is not None
         agents, runs = backend.agents, backend.runs
-        await concurrently(stop, start, lambda i: agents.create(make_agent(i)))
-        await concurrently(stop, start, lambda i: runs.create(make_run(i)))
+        await concurrently(stop, start, lambda i: agents.create(TENANT, make_agent(i)))
+        await concurrently(stop, start, lambda i: runs.create(TENANT, make_run(i)))
 
     async def load_events(self, backend: Backend, run_id: str, count: int) -> None:
         assert backend.run_events is not None
         for seq in range(1, count + 1):
-            await backend.run_events.append(make_event(run_id, seq))
+            await backend.run_events.append(TENANT, make_event(run_id, seq))
 
     def cleanup(self) -> None:
         """Drop what the bench made."""
@@ -161,14 +164,14 @@ class SqlTarget(Target):
             agents = [make_agent(i) for i in ids]
             await self.insert(
                 "agents",
-                ["agent_id", "cwd", "updated_at", "doc"],
-                [(a["agentId"], a["cwd"], a["updatedAt"], dump_json(a)) for a in agents],
+                ["tenant", "agent_id", "cwd", "updated_at", "doc"],
+                [(TENANT, a["agentId"], a["cwd"], a["updatedAt"], dump_json(a)) for a in agents],
             )
             runs = [make_run(i) for i in ids]
             await self.insert(
                 "runs",
-                ["agent_id", "run_id", "turn_number", "doc"],
-                [(r["agentId"], r["runId"], r["turnNumber"], dump_json(r)) for r in runs],
+                ["tenant", "agent_id", "run_id", "turn_number", "doc"],
+                [(TENANT, r["agentId"], r["runId"], r["turnNumber"], dump_json(r)) for r in runs],
             )
         await self.analyze()
 
@@ -176,9 +179,9 @@ class SqlTarget(Target):
         for chunk in range(1, count + 1, SQL_BATCH):
             await self.insert(
                 "run_events",
-                ["run_id", "seq", "idempotency_key", "doc"],
+                ["tenant", "run_id", "seq", "idempotency_key", "doc"],
                 [
-                    (run_id, seq, None, dump_json(make_event(run_id, seq)))
+                    (TENANT, run_id, seq, None, dump_json(make_event(run_id, seq)))
                     for seq in range(chunk, min(count + 1, chunk + SQL_BATCH))
                 ],
             )
@@ -256,7 +259,9 @@ class PostgresTarget(SqlTarget):
             await connection.close()
 
     async def after_events(self, run_id: str, count: int) -> None:
-        await self.insert("run_event_counters", ["run_id", "last_seq"], [(run_id, count)])
+        await self.insert(
+            "run_event_counters", ["tenant", "run_id", "last_seq"], [(TENANT, run_id, count)]
+        )
 
     async def analyze(self) -> None:
         connection = await self._connect()
@@ -364,56 +369,61 @@ def queries(backend: Backend, rows: int, events: int) -> dict[str, tuple[Query, 
     agent_page, run_page, event_page = AGENT_PAGE + 1, RUN_PAGE + 1, EVENT_PAGE + 1
     return {
         "agents first": (
-            lambda: agents.list(cwd=None, after=None, limit=agent_page),
+            lambda: agents.list(TENANT, cwd=None, after=None, limit=agent_page),
             min(agent_page, rows),
         ),
         "agents mid": (
-            lambda: agents.list(cwd=None, after=agent_mid, limit=agent_page),
+            lambda: agents.list(TENANT, cwd=None, after=agent_mid, limit=agent_page),
             min(agent_page, mid),
         ),
         "agents cwd first": (
-            lambda: agents.list(cwd=cwd, after=None, limit=agent_page),
+            lambda: agents.list(TENANT, cwd=cwd, after=None, limit=agent_page),
             min(agent_page, -(-rows // CWDS)),
         ),
         "agents cwd mid": (
-            lambda: agents.list(cwd=cwd, after=cwd_after, limit=agent_page),
+            lambda: agents.list(TENANT, cwd=cwd, after=cwd_after, limit=agent_page),
             min(agent_page, cwd_mid // CWDS),
         ),
         "runs first": (
-            lambda: runs.list(agent_ids=None, run_ids=None, after=None, limit=run_page),
+            lambda: runs.list(TENANT, agent_ids=None, run_ids=None, after=None, limit=run_page),
             min(run_page, rows),
         ),
         "runs mid": (
             lambda: runs.list(
-                agent_ids=None, run_ids=None, after=run_position(mid), limit=run_page
+                TENANT, agent_ids=None, run_ids=None, after=run_position(mid), limit=run_page
             ),
             min(run_page, rows - mid - 1),
         ),
         "runs agent first": (
-            lambda: runs.list(agent_ids=[agent_id(0)], run_ids=None, after=None, limit=run_page),
+            lambda: runs.list(
+                TENANT, agent_ids=[agent_id(0)], run_ids=None, after=None, limit=run_page
+            ),
             min(run_page, -(-rows // RUN_AGENTS)),
         ),
         "runs agent mid": (
             lambda: runs.list(
-                agent_ids=[agent_id(0)], run_ids=None, after=of_agent_mid, limit=run_page
+                TENANT, agent_ids=[agent_id(0)], run_ids=None, after=of_agent_mid, limit=run_page
             ),
             min(run_page, -(-rows // RUN_AGENTS) - mid // RUN_AGENTS - 1),
         ),
         "runs by id": (
             lambda: runs.list(
-                agent_ids=None, run_ids=[f"run-{mid:07d}"], after=None, limit=run_page
+                TENANT, agent_ids=None, run_ids=[f"run-{mid:07d}"], after=None, limit=run_page
             ),
             1,
         ),
         "events first": (
-            lambda: log.list(run_id, after_seq=0, limit=event_page),
+            lambda: log.list(TENANT, run_id, after_seq=0, limit=event_page),
             min(event_page, events),
         ),
         "events mid": (
-            lambda: log.list(run_id, after_seq=events // 2, limit=event_page),
+            lambda: log.list(TENANT, run_id, after_seq=events // 2, limit=event_page),
             min(event_page, events - events // 2),
         ),
-        "events poll at end": (lambda: log.list(run_id, after_seq=events, limit=event_page), 0),
+        "events poll at end": (
+            lambda: log.list(TENANT, run_id, after_seq=events, limit=event_page),
+            0,
+        ),
     }
 
 

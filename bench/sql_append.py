@@ -53,13 +53,13 @@ async def run_case(
                 "idempotencyKey": f"{prefix}-{index}" if keyed else None,
             }
             started = time.perf_counter()
-            await events.append(new_event(data, "input"))
+            await events.append("default", new_event(data, "input"))
             latencies.append(time.perf_counter() - started)
 
     # Warm up the pool and its prepared statements outside the measurement.
     await asyncio.gather(
         *(
-            events.append(new_event({"runId": f"warm-{n}", "eventType": "t"}, "input"))
+            events.append("default", new_event({"runId": f"warm-{n}", "eventType": "t"}, "input"))
             for n in range(args.concurrency * 2)
         )
     )

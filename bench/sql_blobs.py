@@ -46,10 +46,14 @@ async def bench(url: str, mib: int) -> None:
     blob = os.urandom(mib * 1024 * 1024)
     try:
         # Warm the connection and its prepared statements with a small blob first.
-        await backend.checkpoints.create("warm", "b", b"x")
-        await backend.checkpoints.get("warm", "b")
-        created, create_peak, _ = await measure(lambda: backend.checkpoints.create("a", "b", blob))
-        fetched, get_peak, stored = await measure(lambda: backend.checkpoints.get("a", "b"))
+        await backend.checkpoints.create("default", "warm", "b", b"x")
+        await backend.checkpoints.get("default", "warm", "b")
+        created, create_peak, _ = await measure(
+            lambda: backend.checkpoints.create("default", "a", "b", blob)
+        )
+        fetched, get_peak, stored = await measure(
+            lambda: backend.checkpoints.get("default", "a", "b")
+        )
         assert stored == blob
         print(
             f"{backend.db.dialect}: {mib} MiB   create {created * 1000:7.1f} ms, "

@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from bridge_store.auth import local_principal
 from bridge_store.client import start_serve
 from bridge_store.dispatch import call_store
 from bridge_store.plugins import get_plugin_manager
@@ -144,7 +145,7 @@ async def fill(url: str, events: int) -> float:
             "updatedAt": T0,
             "sdkMetadata": {},
         }
-        await call_store(stores, "agents", "create", {"agent": agent})
+        await call_store(stores, "agents", "create", {"agent": agent}, principal=local_principal())
         run = {
             "runId": RUN_ID,
             "agentId": AGENT_ID,
@@ -156,9 +157,11 @@ async def fill(url: str, events: int) -> float:
             "startedAt": T0,
             "endedAt": T0 + 3_600_000,
         }
-        await call_store(stores, "runs", "create", {"run": run})
+        await call_store(stores, "runs", "create", {"run": run}, principal=local_principal())
         for body in turn_messages(events):
-            await call_store(stores, "runEvents", "append", _message(body))
+            await call_store(
+                stores, "runEvents", "append", _message(body), principal=local_principal()
+            )
     finally:
         await opened.close()
     return time.perf_counter() - started

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .auth import Principal
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
 from .dispatch import HANDLERS, call_store
@@ -90,10 +91,10 @@ def create_app(
             pool_stats = getattr(one.backend, "pool_stats", _no_pool)
             metrics.add_backend(BackendView(one.scheme, ",".join(one.substores), pool_stats))
 
-    async def handle(substore: Any, method: Any, data: Any) -> Answer:
+    async def handle(principal: Principal, substore: Any, method: Any, data: Any) -> Answer:
         if not serving:
             raise unavailable("the store is not open yet")
-        return await call_store(serving[0], substore, method, data)
+        return await call_store(serving[0], substore, method, data, principal=principal)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -121,9 +122,11 @@ def create_app(
         body = {"status": "ready" if ready else "unready", "backends": entries}
         return JSONResponse(body, status_code=200 if ready else 503)
 
+    # One registry for every route, so a reload of the tokens file reaches them all.
+    tokens = config.token_registry()
     endpoint = CallStoreEndpoint(
         handle,
-        auth_token=config.auth_token,
+        tokens=tokens,
         max_request_bytes=config.max_request_bytes,
         compress_min_bytes=config.compress_min_bytes,
         observer=CallObserver(
@@ -139,9 +142,9 @@ def create_app(
         Route(READY_PATH, readyz, methods=["GET"]),
     ]
     if metrics is not None:
-        token = None if config.metrics_public else config.auth_token
+        metrics_tokens = None if config.metrics_public else tokens
         routes.append(
-            Route(METRICS_PATH, MetricsEndpoint(metrics.registry, token), methods=["GET"])
+            Route(METRICS_PATH, MetricsEndpoint(metrics.registry, metrics_tokens), methods=["GET"])
         )
     if config.ui:
         from .viewer import UI_PATH
@@ -152,7 +155,7 @@ def create_app(
                 raise unavailable("the store is not open yet")
             return serving[0]
 
-        routes.append(Mount(UI_PATH, create_viewer(stores, config.auth_token)))
+        routes.append(Mount(UI_PATH, create_viewer(stores, tokens)))
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
     app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._compression import DEFAULT_COMPRESS_MIN_BYTES
+from .auth import TokenRegistry
 from .errors import ConfigurationError
 from .stores import Routes
 
@@ -20,7 +21,9 @@ DEFAULT_MAX_REQUEST_BYTES = 128 * 1024 * 1024
 class ServerConfig:
     """Everything ``create_app`` needs.
 
-    ``auth_token`` is the bearer token every CallStore request must carry.
+    Callers authenticate with ``tokens`` (named tokens with tenants and scopes) or,
+    the one-token shorthand, ``auth_token`` (tenant ``default``, scope ``admin``);
+    exactly one of the two is given.
     ``migrate`` brings SQL schemas to the latest revision when the server starts.
     ``compress_min_bytes``: gzip responses at least this large when the client accepts
     it; 0 never compresses.
@@ -30,7 +33,8 @@ class ServerConfig:
     """
 
     routes: Routes
-    auth_token: str
+    auth_token: str | None = None
+    tokens: TokenRegistry | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     migrate: bool = True
     compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES
@@ -41,7 +45,9 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.
-        if not self.auth_token:
+        if (self.tokens is None) == (self.auth_token is None):
+            raise ConfigurationError("give exactly one of auth_token and tokens")
+        if self.auth_token is not None and not self.auth_token:
             raise ConfigurationError("the auth token must not be empty")
         if self.max_request_bytes < 1:
             raise ConfigurationError(
@@ -53,3 +59,10 @@ class ServerConfig:
                 f"the smallest response to gzip (--gzip-min-bytes) must not be negative, "
                 f"not {self.compress_min_bytes}"
             )
+
+    def token_registry(self) -> TokenRegistry:
+        """The tokens the server accepts."""
+        if self.tokens is not None:
+            return self.tokens
+        assert self.auth_token is not None  # checked in __post_init__
+        return TokenRegistry.single(self.auth_token)

@@ -14,7 +14,6 @@ See ``docs/connect.md`` for why this is hand-written rather than built on
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -30,6 +29,7 @@ from ._compression import (
     should_compress,
     too_large,
 )
+from .auth import Principal, TokenRegistry
 from .errors import Code, ConnectError, invalid_argument
 from .types import Answer, Document
 
@@ -41,8 +41,9 @@ ACCEPT_POST = "application/json, application/proto"
 SUPPORTED_ENCODINGS = "gzip"
 _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
 
-#: What serves a decoded call: (substore, method, input) -> its answer (output None: null).
-CallHandler = Callable[[Any, Any, Any], Awaitable[Answer]]
+#: What serves a decoded call: (caller, substore, method, input) -> its answer (output
+#: None: null).
+CallHandler = Callable[[Principal, Any, Any, Any], Awaitable[Answer]]
 
 #: The request headers this endpoint reads; the rest are never decoded.
 _WANTED_HEADERS = frozenset(
@@ -132,14 +133,14 @@ def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
     return headers
 
 
-def bearer_matches(header: str | None, token: bytes) -> bool:
-    """Whether an ``Authorization`` header carries ``Bearer <token>``."""
+def bearer_principal(header: str | None, tokens: TokenRegistry) -> Principal | None:
+    """Who an ``Authorization: Bearer <token>`` header stands for; None if nobody."""
     scheme, _, given = (header or "").partition(" ")
-    # latin-1 gives back the header's raw bytes; compare_digest takes constant time
-    # so the comparison does not reveal how much of a guess was right.
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode("latin-1"), token
-    )
+    if scheme.lower() != "bearer":
+        return None
+    # latin-1 gives back the header's raw bytes; the registry compares digests in
+    # constant time (see bridge_store.auth).
+    return tokens.resolve(given.strip().encode("latin-1"))
 
 
 def codec_for(content_type: str) -> Codec | None:
@@ -214,14 +215,14 @@ class CallStoreEndpoint:
         self,
         handler: CallHandler,
         *,
-        auth_token: str,
+        tokens: TokenRegistry,
         max_request_bytes: int,
         compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES,
         observer: CallObserver | None = None,
     ) -> None:
         self._handler = handler
         self._observer = observer
-        self._token = auth_token.encode("utf-8")
+        self._tokens = tokens
         self._limit = max_request_bytes
         self._compress_min_bytes = compress_min_bytes
 
@@ -263,7 +264,8 @@ class CallStoreEndpoint:
     async def _respond(
         self, headers: dict[bytes, str], receive: Receive, observation: Any
     ) -> Reply:
-        if not self._authenticated(headers.get(b"authorization")):
+        principal = bearer_principal(headers.get(b"authorization"), self._tokens)
+        if principal is None:
             return error_response(
                 ConnectError(Code.UNAUTHENTICATED, "missing or invalid bearer token"),
                 {"www-authenticate": "Bearer"},
@@ -283,12 +285,14 @@ class CallStoreEndpoint:
             check_protocol_version(headers.get(b"connect-protocol-version"))
             timeout = timeout_seconds(headers.get(b"connect-timeout-ms"))
             if timeout is None:
-                answer = await self._read_and_call(codec, headers, receive, encoding, observation)
+                answer = await self._read_and_call(
+                    principal, codec, headers, receive, encoding, observation
+                )
             else:
                 try:
                     async with asyncio.timeout(timeout) as deadline:
                         answer = await self._read_and_call(
-                            codec, headers, receive, encoding, observation
+                            principal, codec, headers, receive, encoding, observation
                         )
                 except TimeoutError:
                     if not deadline.expired():
@@ -304,6 +308,7 @@ class CallStoreEndpoint:
 
     async def _read_and_call(
         self,
+        principal: Principal,
         codec: Codec,
         headers: dict[bytes, str],
         receive: Receive,
@@ -322,14 +327,11 @@ class CallStoreEndpoint:
         del body
         if self._observer is not None:
             self._observer.named(observation, call.substore, call.method, received)
-        return await self._call(call)
+        return await self._call(principal, call)
 
-    def _authenticated(self, header: str | None) -> bool:
-        return bearer_matches(header, self._token)
-
-    async def _call(self, call: CallStoreCall) -> Answer:
+    async def _call(self, principal: Principal, call: CallStoreCall) -> Answer:
         try:
-            return await self._handler(call.substore, call.method, call.input)
+            return await self._handler(principal, call.substore, call.method, call.input)
         except ConnectError:
             raise
         except Exception:

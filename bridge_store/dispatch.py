@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from . import contract as c
+from .auth import Principal, Scope
 from .errors import Code, ConnectError
 from .stores import Stores
 from .substores import agent_position, run_position
 from .types import Answer, Document
 
-Handler = Callable[[Stores, Document], Awaitable[Document | None]]
+#: A method's implementation: the stores, the caller's tenant and the call's input.
+Handler = Callable[[Stores, str, Document], Awaitable[Document | None]]
 
 _IN = "input"
 
@@ -24,32 +26,35 @@ _IN = "input"
 # -- agents ---------------------------------------------------------------------------
 
 
-async def _agents_get(stores: Stores, data: Document) -> Document | None:
-    return await stores.agents.get(c.require_id(data, "agentId", _IN))
+async def _agents_get(stores: Stores, tenant: str, data: Document) -> Document | None:
+    return await stores.agents.get(tenant, c.require_id(data, "agentId", _IN))
 
 
-async def _agents_create(stores: Stores, data: Document) -> Document | None:
-    return await stores.agents.create(c.validate_agent(data.get("agent"), f"{_IN}.agent"))
+async def _agents_create(stores: Stores, tenant: str, data: Document) -> Document | None:
+    return await stores.agents.create(tenant, c.validate_agent(data.get("agent"), f"{_IN}.agent"))
 
 
-async def _agents_update(stores: Stores, data: Document) -> Document | None:
-    return await stores.agents.update(c.validate_agent(data.get("agent"), f"{_IN}.agent"))
+async def _agents_update(stores: Stores, tenant: str, data: Document) -> Document | None:
+    return await stores.agents.update(tenant, c.validate_agent(data.get("agent"), f"{_IN}.agent"))
 
 
-async def _agents_delete(stores: Stores, data: Document) -> Document | None:
+async def _agents_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
     filter_ = c.require_object(data.get("filter"), f"{_IN}.filter")
     field = f"{_IN}.filter"
     await stores.agents.delete(
-        c.optional_id_list(filter_, "agentIds", field), c.optional_string(filter_, "cwd", field)
+        tenant,
+        c.optional_id_list(filter_, "agentIds", field),
+        c.optional_string(filter_, "cwd", field),
     )
     return None
 
 
-async def _agents_list(stores: Stores, data: Document) -> Document | None:
+async def _agents_list(stores: Stores, tenant: str, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.optional_object(data, "filter", _IN)
     limit = c.optional_limit(filter_, field, c.DEFAULT_AGENT_LIMIT)
     rows = await stores.agents.list(
+        tenant,
         cwd=c.optional_string(filter_, "cwd", field),
         after=c.parse_agent_cursor(filter_, field),
         limit=limit + 1,
@@ -64,34 +69,37 @@ async def _agents_list(stores: Stores, data: Document) -> Document | None:
 # -- runs -----------------------------------------------------------------------------
 
 
-async def _runs_get(stores: Stores, data: Document) -> Document | None:
+async def _runs_get(stores: Stores, tenant: str, data: Document) -> Document | None:
     return await stores.runs.get(
-        c.require_id(data, "agentId", _IN), c.require_id(data, "runId", _IN)
+        tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "runId", _IN)
     )
 
 
-async def _runs_create(stores: Stores, data: Document) -> Document | None:
-    return await stores.runs.create(c.validate_run(data.get("run"), f"{_IN}.run"))
+async def _runs_create(stores: Stores, tenant: str, data: Document) -> Document | None:
+    return await stores.runs.create(tenant, c.validate_run(data.get("run"), f"{_IN}.run"))
 
 
-async def _runs_update(stores: Stores, data: Document) -> Document | None:
-    return await stores.runs.update(c.validate_run(data.get("run"), f"{_IN}.run"))
+async def _runs_update(stores: Stores, tenant: str, data: Document) -> Document | None:
+    return await stores.runs.update(tenant, c.validate_run(data.get("run"), f"{_IN}.run"))
 
 
-async def _runs_delete(stores: Stores, data: Document) -> Document | None:
+async def _runs_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.require_object(data.get("filter"), field)
     await stores.runs.delete(
-        c.optional_id_list(filter_, "agentIds", field), c.optional_id_list(filter_, "runIds", field)
+        tenant,
+        c.optional_id_list(filter_, "agentIds", field),
+        c.optional_id_list(filter_, "runIds", field),
     )
     return None
 
 
-async def _runs_list(stores: Stores, data: Document) -> Document | None:
+async def _runs_list(stores: Stores, tenant: str, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.optional_object(data, "filter", _IN)
     limit = c.optional_limit(filter_, field, c.DEFAULT_RUN_LIMIT)
     rows = await stores.runs.list(
+        tenant,
         agent_ids=c.optional_id_list(filter_, "agentIds", field),
         run_ids=c.optional_id_list(filter_, "runIds", field),
         after=c.parse_run_cursor(filter_, field),
@@ -107,15 +115,15 @@ async def _runs_list(stores: Stores, data: Document) -> Document | None:
 # -- runEvents ------------------------------------------------------------------------
 
 
-async def _events_append(stores: Stores, data: Document) -> Document | None:
-    return await stores.run_events.append(c.new_event(data, _IN))
+async def _events_append(stores: Stores, tenant: str, data: Document) -> Document | None:
+    return await stores.run_events.append(tenant, c.new_event(data, _IN))
 
 
-async def _events_list(stores: Stores, data: Document) -> Document | None:
+async def _events_list(stores: Stores, tenant: str, data: Document) -> Document | None:
     run_id = c.require_id(data, "runId", _IN)
     limit = c.optional_limit(data, _IN, c.DEFAULT_EVENT_LIMIT)
     rows = await stores.run_events.list(
-        run_id, after_seq=c.parse_offset(data, _IN), limit=limit + 1
+        tenant, run_id, after_seq=c.parse_offset(data, _IN), limit=limit + 1
     )
     items, more = c.page(rows, limit)
     result: Document = {"items": items}
@@ -124,19 +132,19 @@ async def _events_list(stores: Stores, data: Document) -> Document | None:
     return result
 
 
-async def _events_delete(stores: Stores, data: Document) -> Document | None:
+async def _events_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.require_object(data.get("filter"), field)
-    await stores.run_events.delete(c.optional_id_list(filter_, "runIds", field))
+    await stores.run_events.delete(tenant, c.optional_id_list(filter_, "runIds", field))
     return None
 
 
 # -- checkpoints ----------------------------------------------------------------------
 
 
-async def _checkpoints_get(stores: Stores, data: Document) -> Document | None:
+async def _checkpoints_get(stores: Stores, tenant: str, data: Document) -> Document | None:
     blob = await stores.checkpoints.get(
-        c.require_id(data, "agentId", _IN), c.require_id(data, "blobId", _IN)
+        tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "blobId", _IN)
     )
     if blob is None:
         return {"found": False}
@@ -147,8 +155,9 @@ async def _checkpoints_get(stores: Stores, data: Document) -> Document | None:
     return {"found": True, "data": "".join(pieces)}
 
 
-async def _checkpoints_create(stores: Stores, data: Document) -> Document | None:
+async def _checkpoints_create(stores: Stores, tenant: str, data: Document) -> Document | None:
     await stores.checkpoints.create(
+        tenant,
         c.require_id(data, "agentId", _IN),
         c.require_id(data, "blobId", _IN),
         c.take_blob(data, _IN),
@@ -156,8 +165,9 @@ async def _checkpoints_create(stores: Stores, data: Document) -> Document | None
     return None
 
 
-async def _checkpoints_update(stores: Stores, data: Document) -> Document | None:
+async def _checkpoints_update(stores: Stores, tenant: str, data: Document) -> Document | None:
     await stores.checkpoints.update(
+        tenant,
         c.require_id(data, "agentId", _IN),
         c.require_id(data, "blobId", _IN),
         c.take_blob(data, _IN),
@@ -165,21 +175,23 @@ async def _checkpoints_update(stores: Stores, data: Document) -> Document | None
     return None
 
 
-async def _checkpoints_delete(stores: Stores, data: Document) -> Document | None:
+async def _checkpoints_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.require_object(data.get("filter"), field)
     await stores.checkpoints.delete(
+        tenant,
         c.optional_id_list(filter_, "agentIds", field),
         c.optional_id_list(filter_, "blobIds", field),
     )
     return None
 
 
-async def _checkpoints_list(stores: Stores, data: Document) -> Document | None:
+async def _checkpoints_list(stores: Stores, tenant: str, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.optional_object(data, "filter", _IN)
     limit = c.optional_limit(filter_, field, c.DEFAULT_CHECKPOINT_LIMIT)
     refs = await stores.checkpoints.list(
+        tenant,
         agent_ids=c.optional_id_list(filter_, "agentIds", field),
         blob_ids=c.optional_id_list(filter_, "blobIds", field),
         after=c.parse_blob_cursor(filter_, field),
@@ -227,9 +239,23 @@ HANDLERS: dict[str, dict[str, Handler]] = {
 #: call takes otherwise (bench load, checkpoints.get on memory: 29% of the samples in gzip).
 INCOMPRESSIBLE: frozenset[Handler] = frozenset({_checkpoints_get})
 
+#: Methods a ``read`` token may call; everything else needs ``write`` (or ``admin``).
+READ_METHODS = frozenset({"get", "list"})
 
-async def call_store(stores: Stores, substore: Any, method: Any, data: Any) -> Answer:
-    """Run one CallStore call; raises ConnectError for anything the client got wrong."""
+
+def needed_scope(method: str) -> Scope:
+    """The scope a CallStore method needs (the administrative commands need ``admin``)."""
+    return Scope.READ if method in READ_METHODS else Scope.WRITE
+
+
+async def call_store(
+    stores: Stores, substore: Any, method: Any, data: Any, *, principal: Principal
+) -> Answer:
+    """Run one CallStore call for ``principal``, on its tenant's items only.
+
+    Raises ConnectError for anything the client got wrong, and ``permission_denied``
+    when the principal's scope does not cover the method.
+    """
     if not isinstance(substore, str) or not substore:
         raise ConnectError(Code.INVALID_ARGUMENT, "substore must be a non-empty string")
     if not isinstance(method, str) or not method:
@@ -240,8 +266,15 @@ async def call_store(stores: Stores, substore: Any, method: Any, data: Any) -> A
     handler = methods.get(method)
     if handler is None:
         raise ConnectError(Code.UNIMPLEMENTED, f"unknown method {substore}.{method}")
+    needed = needed_scope(method)
+    if not principal.scope.allows(needed):
+        raise ConnectError(
+            Code.PERMISSION_DENIED,
+            f"token {principal.name!r} has scope {principal.scope.value}; "
+            f"{substore}.{method} needs {needed.value}",
+        )
     if data is None:
         data = {}
     elif not isinstance(data, dict):
         raise ConnectError(Code.INVALID_ARGUMENT, "input must be an object")
-    return await handler(stores, data), handler not in INCOMPRESSIBLE
+    return await handler(stores, principal.tenant, data), handler not in INCOMPRESSIBLE

@@ -37,25 +37,28 @@ class MeteredCheckpoints:
         self._inner = inner
         self._counts = counts
 
-    async def get(self, agent_id: str, blob_id: str) -> bytes | None:
-        blob = await self._inner.get(agent_id, blob_id)
+    async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
+        blob = await self._inner.get(tenant, agent_id, blob_id)
         if blob is not None:
             self._counts.checkpoint_bytes_read += len(blob)
         return blob
 
-    async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
-        await self._inner.create(agent_id, blob_id, data)
+    async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
+        await self._inner.create(tenant, agent_id, blob_id, data)
         self._counts.checkpoint_bytes_written += len(data)
 
-    async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
-        await self._inner.update(agent_id, blob_id, data)
+    async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
+        await self._inner.update(tenant, agent_id, blob_id, data)
         self._counts.checkpoint_bytes_written += len(data)
 
-    async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
-        await self._inner.delete(agent_ids, blob_ids)
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
+    ) -> None:
+        await self._inner.delete(tenant, agent_ids, blob_ids)
 
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         blob_ids: Sequence[str] | None,
@@ -63,5 +66,8 @@ class MeteredCheckpoints:
         limit: int,
     ) -> list[BlobRef]:
         return await self._inner.list(
-            agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit
+            tenant, agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit
         )
+
+    async def tenants(self) -> Sequence[str]:
+        return await self._inner.tenants()

@@ -45,7 +45,9 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from .connect import bearer_matches
+from .auth import Scope as TokenScope
+from .auth import TokenRegistry
+from .connect import bearer_principal
 from .metered import StoreCounts
 from .substores import PoolStats
 
@@ -267,19 +269,20 @@ class Metrics:
 
 
 class MetricsEndpoint:
-    """``GET /metrics``: the library's ASGI exposition app, behind the bearer token.
+    """``GET /metrics``: the library's ASGI exposition app, behind an ``admin`` token.
 
-    ``token`` None serves without auth (``--metrics-public``).
+    Metrics cover every tenant, so only an admin token reads them (any other is 401,
+    as if unknown). ``tokens`` None serves without auth (``--metrics-public``).
     """
 
-    def __init__(self, registry: CollectorRegistry, token: str | None) -> None:
+    def __init__(self, registry: CollectorRegistry, tokens: TokenRegistry | None) -> None:
         self._exposition = make_asgi_app(registry)
-        self._token = token.encode("utf-8") if token is not None else None
+        self._tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._token is not None:
-            header = Headers(scope=scope).get("authorization")
-            if not bearer_matches(header, self._token):
+        if self._tokens is not None:
+            principal = bearer_principal(Headers(scope=scope).get("authorization"), self._tokens)
+            if principal is None or not principal.scope.allows(TokenScope.ADMIN):
                 response = PlainTextResponse(
                     "missing or invalid bearer token\n",
                     status_code=401,

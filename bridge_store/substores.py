@@ -11,6 +11,15 @@ to store them. Backends report the contract's errors by raising
 :class:`~bridge_store.errors.ConnectError` (``already_exists``, ``not_found``) and
 outages as ``unavailable``.
 
+Every substore method takes ``tenant`` first: the tenant of the token that made the
+call (a name matching :data:`bridge_store.auth.TENANT_PATTERN`, already checked).
+Items of different tenants are independent: the same agent id or run id in two
+tenants are two items, and no method may read, list, change or delete another
+tenant's items, whatever its filter (an empty delete filter means every item *of the
+tenant*). Tenant ``default`` holds everything stored before tenants existed, so a
+backend should keep its pre-tenant layout for it. ``tenants()`` lists the tenants
+that hold items, for administrative commands that walk every tenant.
+
 Listing is keyset pagination: the contract layer passes the sort key of the last item
 the client has seen (``after``) and asks for ``limit`` items strictly after it. That is
 what keeps cursors correct while rows change between pages: a row that is not modified
@@ -78,39 +87,45 @@ def stored_event(event: Document, seq: int) -> Document:
 
 
 class AgentStore(Protocol):
-    async def get(self, agent_id: str) -> Document | None:
+    async def get(self, tenant: str, agent_id: str) -> Document | None:
         """The stored agent document, or None."""
 
-    async def create(self, agent: Document) -> Document:
+    async def create(self, tenant: str, agent: Document) -> Document:
         """Store a new agent and return it; ``already_exists`` if its id is taken."""
 
-    async def update(self, agent: Document) -> Document:
+    async def update(self, tenant: str, agent: Document) -> Document:
         """Replace an existing agent whole and return it; ``not_found`` if absent."""
 
-    async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
+    async def delete(self, tenant: str, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
         """Delete agents matching every given criterion; None means "any"."""
 
     async def list(
-        self, *, cwd: str | None, after: AgentPosition | None, limit: int
+        self, tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
     ) -> list[Document]:
         """Up to ``limit`` agents after ``after`` in list order, optionally of one cwd."""
 
+    async def tenants(self) -> Sequence[str]:
+        """Every tenant that has agents, in any order."""
+
 
 class RunStore(Protocol):
-    async def get(self, agent_id: str, run_id: str) -> Document | None:
+    async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
         """The stored run document, or None."""
 
-    async def create(self, run: Document) -> Document:
+    async def create(self, tenant: str, run: Document) -> Document:
         """Store a new run; ``already_exists`` if (agentId, runId) is taken."""
 
-    async def update(self, run: Document) -> Document:
+    async def update(self, tenant: str, run: Document) -> Document:
         """Replace an existing run whole; ``not_found`` if absent."""
 
-    async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None
+    ) -> None:
         """Delete runs matching every given criterion; None means "any"."""
 
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         run_ids: Sequence[str] | None,
@@ -121,7 +136,7 @@ class RunStore(Protocol):
 
 
 class RunEventStore(Protocol):
-    async def append(self, event: Document) -> Document:
+    async def append(self, tenant: str, event: Document) -> Document:
         """Append ``event`` to the log of ``event["runId"]`` and return it as stored.
 
         ``event`` holds every field but ``seq`` and ``offset``; the backend assigns the
@@ -131,28 +146,31 @@ class RunEventStore(Protocol):
         with that key, the backend returns that event unchanged and appends nothing.
         """
 
-    async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
+    async def list(self, tenant: str, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         """Up to ``limit`` events of the run with seq > ``after_seq``, ascending."""
 
-    async def delete(self, run_ids: Sequence[str] | None) -> None:
+    async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         """Delete the logs of the given runs; None means every run."""
 
 
 class CheckpointStore(Protocol):
-    async def get(self, agent_id: str, blob_id: str) -> bytes | None:
+    async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
         """The blob's bytes, or None."""
 
-    async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
+    async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         """Store a new blob; ``already_exists`` if present."""
 
-    async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
+    async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         """Replace an existing blob; ``not_found`` if absent."""
 
-    async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
+    ) -> None:
         """Delete blobs matching every given criterion; None means "any"."""
 
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         blob_ids: Sequence[str] | None,
@@ -160,6 +178,9 @@ class CheckpointStore(Protocol):
         limit: int,
     ) -> list[BlobRef]:
         """Up to ``limit`` blob refs after ``after``, ordered by (blobId, agentId)."""
+
+    async def tenants(self) -> Sequence[str]:
+        """Every tenant that has blobs, in any order."""
 
 
 @dataclass(frozen=True, slots=True)

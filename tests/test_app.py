@@ -128,9 +128,9 @@ def test_each_substore_reaches_its_routed_backend() -> None:
     # Read the backends directly once the server has stopped (memory keeps the data).
     agents_backend = plugin.backends["rec://agents"]
     events_backend = plugin.backends["rec://events"]
-    assert asyncio.run(agents_backend.agents.get("routed")) == agent
-    assert asyncio.run(events_backend.agents.get("routed")) is None
-    events = asyncio.run(events_backend.run_events.list("run-1", after_seq=0, limit=10))
+    assert asyncio.run(agents_backend.agents.get("default", "routed")) == agent
+    assert asyncio.run(events_backend.agents.get("default", "routed")) is None
+    events = asyncio.run(events_backend.run_events.list("default", "run-1", after_seq=0, limit=10))
     assert [event["seq"] for event in events] == [1]
 
 

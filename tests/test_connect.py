@@ -54,12 +54,12 @@ PROTO = "application/proto"
 class FaultyAgents(MemoryAgents):
     """Memory agents, except two ids: one never answers, one hits a 'driver bug'."""
 
-    async def get(self, agent_id: str) -> Document | None:
+    async def get(self, tenant: str, agent_id: str) -> Document | None:
         if agent_id == SLOW_AGENT:
             await asyncio.Event().wait()  # until the request's deadline cancels it
         if agent_id == FAILING_AGENT:
             raise RuntimeError("driver exploded on row 42")
-        return await super().get(agent_id)
+        return await super().get(tenant, agent_id)
 
 
 class FaultyBackend(MemoryBackend):

@@ -21,14 +21,18 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
 from bench.services import fetch
+from bridge_store.conformance.harness import StoreClient
 from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.stores import Routes, open_stores
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import MIGRATION_LOCK_KEY
-from bridge_store_sql.migrate import head_revision
+from bridge_store_sql.migrate import MIGRATIONS_PACKAGE, head_revision, upgrade
 from bridge_store_sql.tables import VERSION_TABLE, metadata
 
 EXPECTED_TABLES = {
@@ -45,6 +49,14 @@ def sql_backend(url: str) -> SqlBackend:
     backend = open_backend(get_plugin_manager(), url)
     assert isinstance(backend, SqlBackend)
     return backend
+
+
+def downgrade(connection: sa.Connection, revision: str) -> None:
+    config = Config()
+    with importlib.resources.as_file(importlib.resources.files(MIGRATIONS_PACKAGE)) as where:
+        config.set_main_option("script_location", str(where))
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
 
 
 def schema_differences(connection: sa.Connection) -> list[Any]:
@@ -95,7 +107,8 @@ def test_migrations_ship_as_a_package_resource() -> None:
     assert files.joinpath("script.py.mako").is_file()
     versions = [entry.name for entry in files.joinpath("versions").iterdir()]
     assert any(name.startswith("0001_") and name.endswith(".py") for name in versions)
-    assert head_revision() == "0001"
+    assert any(name.startswith("0002_") and name.endswith(".py") for name in versions)
+    assert head_revision() == "0002"
 
 
 async def test_sqlite_upgrades_to_head_with_the_declared_schema(tmp_path: Path) -> None:
@@ -226,3 +239,95 @@ def test_concurrent_postgres_upgrades_queue_on_the_advisory_lock(
         row[0] for row in fetch(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     }
     assert tables == EXPECTED_TABLES
+
+
+#: Rows as release 0.1.0 (schema revision 0001, before tenants) wrote them.
+_RELEASE_0001_ROWS = [
+    """INSERT INTO agents (agent_id, cwd, updated_at, doc) VALUES ('agent-1', '/w', 2000,
+    '{"agentId":"agent-1","cwd":"/w","status":"idle","activeRunId":null,"name":"old",
+    "createdAt":1000,"updatedAt":2000,"sdkMetadata":{"blobEncryptionKey":"k"}}')""",
+    """INSERT INTO runs (agent_id, run_id, turn_number, doc) VALUES ('agent-1', 'run-1', 1,
+    '{"runId":"run-1","agentId":"agent-1","turnNumber":1,"status":"finished"}')""",
+    """INSERT INTO run_events (run_id, seq, idempotency_key, doc) VALUES
+    ('run-1', 1, 'key-1', '{"runId":"run-1","eventType":"a","idempotencyKey":"key-1"}'),
+    ('run-1', 2, NULL, '{"runId":"run-1","eventType":"b","idempotencyKey":null}')""",
+    "INSERT INTO run_event_counters (run_id, last_seq) VALUES ('run-1', 2)",
+]
+_RELEASE_0001_BLOB = sa.text(
+    "INSERT INTO checkpoint_blobs (agent_id, blob_id, data) VALUES ('agent-1', 'blob-1', :data)"
+)
+
+
+async def upgrade_a_release_0001_store(url: str) -> None:
+    backend = sql_backend(url)
+    await backend.start(migrate=False)
+    try:
+        await backend.db.migrate(lambda conn: upgrade(conn, "0001"), what="test")
+
+        def write(conn: sa.Connection) -> None:
+            for statement in _RELEASE_0001_ROWS:
+                conn.exec_driver_sql(statement)
+            conn.execute(_RELEASE_0001_BLOB, {"data": b"\x01\x02"})
+
+        await backend.db.write(write, what="test", atomic=True, retry=False)
+        await backend.upgrade_schema()
+        assert await backend.schema_revision() == head_revision()
+        assert await backend.db.read(schema_differences, what="test") == []
+    finally:
+        await backend.close()
+    manager = get_plugin_manager()
+    opened = await open_stores(manager, Routes.single(url), migrate=False)
+    try:
+        # The old rows are tenant default's, and behave as before.
+        client = StoreClient(stores=opened.stores, manager=manager)
+        old = await client.call("agents", "get", {"agentId": "agent-1"})
+        assert old["name"] == "old"
+        assert old["sdkMetadata"] == {"blobEncryptionKey": "k"}
+        runs = await client.call("runs", "list", {})
+        assert [run["runId"] for run in runs["items"]] == ["run-1"]
+        events = await client.call("runEvents", "list", {"runId": "run-1"})
+        assert [event["seq"] for event in events["items"]] == [1, 2]
+        again = await client.call(
+            "runEvents", "append", {"runId": "run-1", "eventType": "x", "idempotencyKey": "key-1"}
+        )
+        assert (again["seq"], again["eventType"]) == (1, "a")
+        next_event = await client.call("runEvents", "append", {"runId": "run-1", "eventType": "c"})
+        assert next_event["seq"] == 3
+        blob = await client.call("checkpoints", "get", {"agentId": "agent-1", "blobId": "blob-1"})
+        assert blob == {"found": True, "data": "AQI="}
+        # Another tenant sees none of them, and can reuse their ids.
+        other = client.as_tenant("team-b")
+        assert await other.call("agents", "get", {"agentId": "agent-1"}) is None
+        assert (await other.call("runs", "list", {}))["items"] == []
+        first = await other.call("runEvents", "append", {"runId": "run-1", "eventType": "y"})
+        assert first["seq"] == 1
+    finally:
+        await opened.close()
+
+
+async def test_sqlite_store_of_release_0001_upgrades_in_place(tmp_path: Path) -> None:
+    await upgrade_a_release_0001_store(f"sqlite:///{tmp_path}/store.db")
+
+
+@pytest.mark.postgres
+async def test_postgres_store_of_release_0001_upgrades_in_place(
+    make_postgres_url: Callable[[], str],
+) -> None:
+    await upgrade_a_release_0001_store(make_postgres_url())
+
+
+async def test_downgrade_to_0001_keeps_tenant_defaults_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/store.db"
+    backend = sql_backend(url)
+    await backend.start(migrate=True)
+    try:
+        await backend.agents.create("default", {"agentId": "a", "cwd": "/w", "updatedAt": 1})
+        await backend.agents.create("team-b", {"agentId": "b", "cwd": "/w", "updatedAt": 1})
+        await backend.db.migrate(lambda conn: downgrade(conn, "0001"), what="test")
+        assert await backend.schema_revision() == "0001"
+        rows = await backend.db.read(
+            lambda conn: list(conn.execute(sa.text("SELECT agent_id FROM agents"))), what="test"
+        )
+        assert [tuple(row) for row in rows] == [("a",)]
+    finally:
+        await backend.close()

@@ -12,6 +12,7 @@ import pytest
 
 from bridge_store import hookimpl
 from bridge_store.conformance import AgentConformance
+from bridge_store.conformance.harness import DEFAULT_PRINCIPAL as ADMIN
 from bridge_store.dispatch import call_store
 from bridge_store.errors import ConfigurationError
 from bridge_store.plugins import get_plugin_manager, known_schemes, open_backend
@@ -107,14 +108,15 @@ async def test_outside_plugin_serves_a_routed_substore() -> None:
     )
     opened = await open_stores(manager, routes, migrate=True)
     agent: Document = {"agentId": "a1", "cwd": "/w", "updatedAt": 1}
-    await call_store(opened.stores, "agents", "create", {"agent": agent})
-    await call_store(
-        opened.stores, "runs", "create", {"run": {"runId": "r1", "agentId": "a1", "turnNumber": 1}}
-    )
+    run: Document = {"runId": "r1", "agentId": "a1", "turnNumber": 1}
+    await call_store(opened.stores, "agents", "create", {"agent": agent}, principal=ADMIN)
+    await call_store(opened.stores, "runs", "create", {"run": run}, principal=ADMIN)
     # The agent went to the outside backend, the run to the memory backend.
-    assert await plugin.backend.agents.get("a1") == agent
+    assert await plugin.backend.agents.get("default", "a1") == agent
     assert plugin.backend.started_with == [True]
-    fetched, _ = await call_store(opened.stores, "runs", "get", {"agentId": "a1", "runId": "r1"})
+    fetched, _ = await call_store(
+        opened.stores, "runs", "get", {"agentId": "a1", "runId": "r1"}, principal=ADMIN
+    )
     assert fetched is not None
     await opened.close()
     assert plugin.backend.closed

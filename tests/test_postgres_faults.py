@@ -216,7 +216,7 @@ async def test_statement_stuck_on_a_lock_times_out_as_unavailable(
     database_url: str, backend_with: Callable[[str], Any]
 ) -> None:
     backend: SqlBackend = await backend_with("command_timeout=1")
-    await backend.agents.create({"agentId": "a", "cwd": "/w", "updatedAt": 1})
+    await backend.agents.create("default", {"agentId": "a", "cwd": "/w", "updatedAt": 1})
     locked = threading.Event()
     release = threading.Event()
 
@@ -239,12 +239,12 @@ async def test_statement_stuck_on_a_lock_times_out_as_unavailable(
     try:
         assert await asyncio.to_thread(locked.wait, 30)
         with pytest.raises(ConnectError) as caught:
-            await backend.agents.get("a")
+            await backend.agents.get("default", "a")
         assert caught.value.code == Code.UNAVAILABLE
     finally:
         release.set()
         await asyncio.to_thread(holder.join, 30)
-    assert (await backend.agents.get("a") or {}).get("agentId") == "a"
+    assert (await backend.agents.get("default", "a") or {}).get("agentId") == "a"
 
 
 async def test_exhausted_pool_is_unavailable_not_a_hang(
@@ -264,11 +264,11 @@ async def test_exhausted_pool_is_unavailable_not_a_hang(
     occupant = asyncio.create_task(occupy())
     await blocker_ready.wait()
     with pytest.raises(ConnectError) as caught:
-        await backend.agents.get("a")
+        await backend.agents.get("default", "a")
     assert caught.value.code == Code.UNAVAILABLE
     assert "pool" in caught.value.message
     await occupant
-    assert await backend.agents.get("a") is None
+    assert await backend.agents.get("default", "a") is None
 
 
 async def test_in_process_backend_recovers_after_an_outage(
@@ -279,13 +279,17 @@ async def test_in_process_backend_recovers_after_an_outage(
     await backend.start(migrate=True)
     try:
         assert backend.run_events is not None
-        await backend.run_events.append(new_event({"runId": "r", "eventType": "t"}, "in"))
+        await backend.run_events.append(
+            "default", new_event({"runId": "r", "eventType": "t"}, "in")
+        )
         await asyncio.to_thread(proxy.stop)
         for _ in range(3):
             with pytest.raises(ConnectError) as caught:
-                await backend.run_events.list("r", after_seq=0, limit=10)
+                await backend.run_events.list("default", "r", after_seq=0, limit=10)
             assert caught.value.code == Code.UNAVAILABLE
         await asyncio.to_thread(proxy.start)
-        assert [e["seq"] for e in await backend.run_events.list("r", after_seq=0, limit=10)] == [1]
+        assert [
+            e["seq"] for e in await backend.run_events.list("default", "r", after_seq=0, limit=10)
+        ] == [1]
     finally:
         await backend.close()

@@ -43,35 +43,40 @@ def populated(make_postgres_url: Callable[[], str]) -> str:
         connection = await asyncpg.connect(url)
         try:
             await connection.execute(
-                """INSERT INTO agents (agent_id, cwd, updated_at, doc)
-                SELECT 'agent-' || lpad(i::text, 6, '0'), '/work/' || (i % 100), i / 2, '{}'
+                """INSERT INTO agents (tenant, agent_id, cwd, updated_at, doc)
+                SELECT 'default', 'agent-' || lpad(i::text, 6, '0'), '/work/' || (i % 100),
+                       i / 2, '{}'
                 FROM generate_series(1, $1::int) AS i""",
                 AGENTS,
             )
             # Half the runs and blobs belong to one agent: listing it must not read them all.
             await connection.execute(
-                """INSERT INTO runs (agent_id, run_id, turn_number, doc)
-                SELECT CASE WHEN i <= $1::int / 2 THEN 'agent-heavy'
+                """INSERT INTO runs (tenant, agent_id, run_id, turn_number, doc)
+                SELECT 'default', CASE WHEN i <= $1::int / 2 THEN 'agent-heavy'
                             ELSE 'agent-' || lpad((i % 1000)::text, 6, '0') END,
                        'run-' || lpad(i::text, 6, '0'), i % 100, '{}'
                 FROM generate_series(1, $1::int) AS i""",
                 RUNS,
             )
             await connection.execute(
-                """INSERT INTO checkpoint_blobs (agent_id, blob_id, data)
-                SELECT CASE WHEN i <= $1::int / 2 THEN 'agent-heavy'
+                """INSERT INTO checkpoint_blobs (tenant, agent_id, blob_id, data)
+                SELECT 'default', CASE WHEN i <= $1::int / 2 THEN 'agent-heavy'
                             ELSE 'agent-' || lpad((i % 1000)::text, 6, '0') END,
                        md5(i::text), ''::bytea
                 FROM generate_series(1, $1::int) AS i""",
                 BLOBS,
             )
             await connection.execute(
-                """INSERT INTO run_events (run_id, seq, idempotency_key, doc)
-                SELECT 'big', i, CASE WHEN i % 2 = 0 THEN 'key-' || i END, '{}'
+                """INSERT INTO run_events (tenant, run_id, seq, idempotency_key, doc)
+                SELECT 'default', 'big', i, CASE WHEN i % 2 = 0 THEN 'key-' || i END, '{}'
                 FROM generate_series(1, $1::int) AS i""",
                 EVENTS,
             )
-            await connection.execute("INSERT INTO run_event_counters VALUES ('big', $1)", EVENTS)
+            await connection.execute(
+                "INSERT INTO run_event_counters (tenant, run_id, last_seq) "
+                "VALUES ('default', 'big', $1)",
+                EVENTS,
+            )
             await connection.execute("ANALYZE")
         finally:
             await connection.close()
@@ -116,17 +121,24 @@ DEEP_RUN = RunPosition(turn_number=50, run_id="run-050050", agent_id="agent-0000
 @pytest.mark.parametrize(
     ("name", "query"),
     [
-        ("agents first page", agents.list_query(cwd=None, after=None, limit=PAGE)),
-        ("agents deep", agents.list_query(cwd=None, after=DEEP_AGENT, limit=PAGE)),
-        ("agents of a cwd", agents.list_query(cwd="/work/7", after=DEEP_AGENT, limit=PAGE)),
-        ("runs first page", runs.list_query(agent_ids=None, run_ids=None, after=None, limit=PAGE)),
+        ("agents first page", agents.list_query("default", cwd=None, after=None, limit=PAGE)),
+        ("agents deep", agents.list_query("default", cwd=None, after=DEEP_AGENT, limit=PAGE)),
+        (
+            "agents of a cwd",
+            agents.list_query("default", cwd="/work/7", after=DEEP_AGENT, limit=PAGE),
+        ),
+        (
+            "runs first page",
+            runs.list_query("default", agent_ids=None, run_ids=None, after=None, limit=PAGE),
+        ),
         (
             "runs deep",
-            runs.list_query(agent_ids=None, run_ids=None, after=DEEP_RUN, limit=PAGE),
+            runs.list_query("default", agent_ids=None, run_ids=None, after=DEEP_RUN, limit=PAGE),
         ),
         (
             "runs of an agent",
             runs.list_query(
+                "default",
                 agent_ids=["agent-heavy"],
                 run_ids=None,
                 after=RunPosition(50, "run-025050", "agent-heavy"),
@@ -136,11 +148,14 @@ DEEP_RUN = RunPosition(turn_number=50, run_id="run-050050", agent_id="agent-0000
         (
             # A cursor from an unfiltered listing: the pinned agent sorts after its agent.
             "runs of an agent, cursor from another agent",
-            runs.list_query(agent_ids=["agent-heavy"], run_ids=None, after=DEEP_RUN, limit=PAGE),
+            runs.list_query(
+                "default", agent_ids=["agent-heavy"], run_ids=None, after=DEEP_RUN, limit=PAGE
+            ),
         ),
         (
             "runs of an agent, cursor from a later agent",
             runs.list_query(
+                "default",
                 agent_ids=["agent-heavy"],
                 run_ids=None,
                 after=RunPosition(50, "run-025050", "agent-zzz"),
@@ -149,19 +164,26 @@ DEEP_RUN = RunPosition(turn_number=50, run_id="run-050050", agent_id="agent-0000
         ),
         (
             "runs by run id",
-            runs.list_query(agent_ids=None, run_ids=["run-050050"], after=DEEP_RUN, limit=PAGE),
+            runs.list_query(
+                "default", agent_ids=None, run_ids=["run-050050"], after=DEEP_RUN, limit=PAGE
+            ),
         ),
-        ("events from the start", events.list_query("big", after_seq=0, limit=101)),
-        ("events deep", events.list_query("big", after_seq=EVENTS // 2, limit=101)),
+        ("events from the start", events.list_query("default", "big", after_seq=0, limit=101)),
+        ("events deep", events.list_query("default", "big", after_seq=EVENTS // 2, limit=101)),
         (
             "checkpoints deep",
             checkpoints.list_query(
-                agent_ids=None, blob_ids=None, after=BlobRef("8", "agent-000001"), limit=PAGE
+                "default",
+                agent_ids=None,
+                blob_ids=None,
+                after=BlobRef("8", "agent-000001"),
+                limit=PAGE,
             ),
         ),
         (
             "checkpoints of an agent",
             checkpoints.list_query(
+                "default",
                 agent_ids=["agent-heavy"],
                 blob_ids=None,
                 after=BlobRef("8", "agent-000001"),
@@ -175,6 +197,6 @@ def test_list_reads_one_page_off_an_index(populated: str, name: str, query: sa.S
 
 
 def test_idempotency_key_lookup_is_an_index_probe(populated: str) -> None:
-    plan = plan_of(populated, events.by_key_query("big", "key-500000"))
+    plan = plan_of(populated, events.by_key_query("default", "big", "key-500000"))
     assert [node["Node Type"] for node in nodes(plan)] == ["Index Scan"]
     assert plan["Actual Rows"] == 1

@@ -1,5 +1,5 @@
 """The key layout obeys Redis Cluster: the conformance suite on a node that owns only
-the four slots of one prefix's substores.
+the slots of one prefix's substores (four per tenant).
 
 The second node of the cluster owns every other slot, so any key without the
 prefix's hash tags would answer MOVED, any script touching an undeclared key of
@@ -18,6 +18,7 @@ from redis.crc import key_slot
 from redis.exceptions import MovedError
 
 from bridge_store.conformance import StoreConformance
+from bridge_store.conformance.tenants import TENANTS_USED
 from bridge_store.substores import SUBSTORE_NAMES
 from bridge_store_redis.keys import KeySpace, utf8
 from tests.support.redis import RedisServer, start_cluster
@@ -26,7 +27,14 @@ pytestmark = pytest.mark.redis
 
 PREFIX = "cluster-check"
 KEYS = KeySpace(PREFIX)
-SLOTS = sorted({key_slot(utf8(KEYS.tag(name))) for name in SUBSTORE_NAMES})
+#: The slots of every substore of every tenant the conformance suite writes to.
+SLOTS = sorted(
+    {
+        key_slot(utf8(KEYS.of_tenant(tenant).tag(name)))
+        for name in SUBSTORE_NAMES
+        for tenant in TENANTS_USED
+    }
+)
 ELSEWHERE = "elsewhere"
 
 
@@ -41,7 +49,7 @@ def cluster_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 def test_the_cluster_refuses_what_the_layout_avoids(cluster_node: RedisServer) -> None:
-    assert len(SLOTS) == 4
+    assert len(SLOTS) == 4 * len(TENANTS_USED)
     assert key_slot(utf8(ELSEWHERE)) not in SLOTS
     agents = KEYS.table("agents", ("updated",)).docs
     with cluster_node.client() as client:

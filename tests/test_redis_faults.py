@@ -40,7 +40,7 @@ async def test_start_with_nothing_listening_is_unavailable() -> None:
     assert caught.value.code == Code.UNAVAILABLE
     assert backend.agents is not None
     with pytest.raises(ConnectError) as caught:
-        await backend.agents.get("a1")
+        await backend.agents.get("default", "a1")
     assert caught.value.code == Code.UNAVAILABLE
     await backend.close()
 
@@ -50,7 +50,9 @@ async def test_a_hung_redis_times_out_as_unavailable(silent_port: int) -> None:
     backend = open_backend(get_plugin_manager(), url)
     assert backend.run_events is not None
     with pytest.raises(ConnectError) as caught:
-        await backend.run_events.append({**EVENT, "idempotencyKey": None, "payload": None})
+        await backend.run_events.append(
+            "default", {**EVENT, "idempotencyKey": None, "payload": None}
+        )
     assert caught.value.code == Code.UNAVAILABLE
     await backend.close()
 

@@ -96,3 +96,32 @@ def test_patterns_match_only_their_own_prefix(prefix: str) -> None:
     patterns = KeySpace(prefix).patterns()
     assert any(fnmatch.fnmatchcase(own, pattern) for pattern in patterns)
     assert not any(fnmatch.fnmatchcase(longer, pattern) for pattern in patterns)
+
+
+def test_tenant_default_keeps_the_pre_tenant_layout() -> None:
+    keys = KeySpace("team")
+    assert keys.of_tenant("default") == keys
+    assert keys.table("agents", ("updated",)).docs == "{team:agents}:docs"
+    assert keys.event_log("r") == b"{team:runEvents}:log:r"
+    other = keys.of_tenant("team-b")
+    assert other.table("agents", ("updated",)).docs == "{team:agents@team-b}:docs"
+    assert other.blob(b"x") == b"{team:checkpoints@team-b}:blob:x"
+
+
+def test_each_tenants_substore_is_one_slot_and_its_own_tag() -> None:
+    keys = KeySpace("team").of_tenant("team-b")
+    table = keys.table("runs", ("turn", "agent", "run"))
+    assert len({key_slot(utf8(key)) for key in table.all()}) == 1
+    events = [utf8(keys.event_runs()), keys.event_log("r"), keys.event_keys("r")]
+    assert len({key_slot(key) for key in events}) == 1
+    tags = {KeySpace("team").of_tenant(tenant).tag("runs") for tenant in ("default", "a", "b")}
+    assert len(tags) == 3
+
+
+def test_patterns_match_every_tenant_and_tenant_of_reads_it_back() -> None:
+    keys = KeySpace("team")
+    docs = keys.of_tenant("team-b").table("agents", ("updated",)).docs
+    assert any(fnmatch.fnmatchcase(docs, pattern) for pattern in keys.patterns())
+    assert fnmatch.fnmatchcase(docs, keys.tenant_pattern("agents", ":docs"))
+    assert not fnmatch.fnmatchcase("{team:agents}:docs", keys.tenant_pattern("agents", ":docs"))
+    assert keys.tenant_of(utf8(docs), "agents") == "team-b"

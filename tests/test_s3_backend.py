@@ -82,10 +82,10 @@ def get_raw(server: S3Server, key: str) -> bytes:
 
 
 async def test_bucket_layout(store: S3Backend, s3_server: S3Server, layout: Layout) -> None:
-    await store.agents.create(agent("a1", cwd="/w"))
-    await store.runs.create(run("r1", "a1", turn_number=3))
-    await store.run_events.append(event("r1", key="k1"))
-    await store.checkpoints.create("a1", "b1", b"\x00raw\xff")
+    await store.agents.create("default", agent("a1", cwd="/w"))
+    await store.runs.create("default", run("r1", "a1", turn_number=3))
+    await store.run_events.append("default", event("r1", key="k1"))
+    await store.checkpoints.create("default", "a1", "b1", b"\x00raw\xff")
     # Index entries end with a random rev; everything else is fixed by the ids.
     shapes = sorted(
         key if key.startswith("events/") else re.sub("[0-9a-f]{16}$", "<rev>", key)
@@ -135,7 +135,7 @@ async def test_layout_marker(open_s3: OpenS3, s3_server: S3Server, make_s3_url: 
 
 async def test_ids_too_long_for_a_key_are_invalid_arguments(store: S3Backend) -> None:
     with pytest.raises(ConnectError) as caught:
-        await store.agents.get("x" * 1000)
+        await store.agents.get("default", "x" * 1000)
     assert caught.value.code == Code.INVALID_ARGUMENT
 
 
@@ -146,10 +146,10 @@ async def test_stale_index_entries_are_skipped(
     store: S3Backend, s3_server: S3Server, layout: Layout
 ) -> None:
     for index in range(4):
-        await store.agents.create(agent(f"a{index}", updated_at=index))
-    await store.runs.create(run("r1", "a1"))
+        await store.agents.create("default", agent(f"a{index}", updated_at=index))
+    await store.runs.create("default", run("r1", "a1"))
     entries_before = set(s3_server.keys(layout.prefix + "agents/order/"))
-    await store.agents.update(agent("a2", updated_at=10))
+    await store.agents.update("default", agent("a2", updated_at=10))
     # A crash before the old entry was deleted, and one between entry and document.
     for key in entries_before:
         put_raw(s3_server, key, b"")
@@ -159,14 +159,14 @@ async def test_stale_index_entries_are_skipped(
         s3_server, layout.runs_order() + "x" * 0 + f"{2**53:017d}/6768/6131/0000000000000000", b""
     )
 
-    page = await store.agents.list(cwd=None, after=None, limit=3)
+    page = await store.agents.list("default", cwd=None, after=None, limit=3)
     assert [doc["agentId"] for doc in page] == ["a2", "a3", "a1"]
     assert page[0]["updatedAt"] == 10
-    everything = await store.agents.list(cwd=None, after=None, limit=100)
+    everything = await store.agents.list("default", cwd=None, after=None, limit=100)
     assert [doc["agentId"] for doc in everything] == ["a2", "a3", "a1", "a0"]
-    of_cwd = await store.agents.list(cwd="/work/a", after=None, limit=100)
+    of_cwd = await store.agents.list("default", cwd="/work/a", after=None, limit=100)
     assert [doc["agentId"] for doc in of_cwd] == ["a2", "a3", "a1", "a0"]
-    runs = await store.runs.list(agent_ids=None, run_ids=None, after=None, limit=10)
+    runs = await store.runs.list("default", agent_ids=None, run_ids=None, after=None, limit=10)
     assert [doc["runId"] for doc in runs] == ["r1"]
     # Young stale entries stay: they could belong to a write still in flight.
     assert orphan in s3_server.keys(layout.prefix + "agents/order/")
@@ -175,14 +175,14 @@ async def test_stale_index_entries_are_skipped(
 async def test_readers_collect_stale_entries_past_the_grace_period(
     store: S3Backend, s3_server: S3Server, layout: Layout, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await store.agents.create(agent("a1"))
+    await store.agents.create("default", agent("a1"))
     live = set(s3_server.keys(layout.prefix + "agents/order/"))
     orphan = layout.agents_order() + Layout.agent_position(5, "ghost") + "00000000000000ff"
     put_raw(s3_server, orphan, b"")
     monkeypatch.setattr(index_module, "STALE_GRACE", timedelta(minutes=-1))
-    assert [doc["agentId"] for doc in await store.agents.list(cwd=None, after=None, limit=10)] == [
-        "a1"
-    ]
+    assert [
+        doc["agentId"] for doc in await store.agents.list("default", cwd=None, after=None, limit=10)
+    ] == ["a1"]
     assert set(s3_server.keys(layout.prefix + "agents/order/")) == live
 
 
@@ -190,18 +190,20 @@ async def test_racing_updates_leave_one_live_entry_per_index(
     open_s3: OpenS3, url: str, s3_server: S3Server, layout: Layout
 ) -> None:
     first, second = await open_s3(url), await open_s3(url)
-    await first.agents.create(agent("a1", updated_at=1))
+    await first.agents.create("default", agent("a1", updated_at=1))
     await asyncio.gather(
         *(
-            (first if n % 2 else second).agents.update(agent("a1", updated_at=n, cwd=f"/w{n}"))
+            (first if n % 2 else second).agents.update(
+                "default", agent("a1", updated_at=n, cwd=f"/w{n}")
+            )
             for n in range(2, 12)
         )
     )
-    stored = await first.agents.get("a1")
+    stored = await first.agents.get("default", "a1")
     assert stored is not None
-    listed = await second.agents.list(cwd=None, after=None, limit=10)
+    listed = await second.agents.list("default", cwd=None, after=None, limit=10)
     assert listed == [stored]
-    assert await first.agents.list(cwd=stored["cwd"], after=None, limit=10) == [stored]
+    assert await first.agents.list("default", cwd=stored["cwd"], after=None, limit=10) == [stored]
     # Losers removed their own entries and winners the ones they replaced.
     assert len(s3_server.keys(layout.prefix + "agents/order/")) == 1
     assert len(s3_server.keys(layout.prefix + "agents/cwd/")) == 1
@@ -232,19 +234,21 @@ async def test_lost_response_on_create_is_not_already_exists(
     store: S3Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lost = lose_first_response(monkeypatch, "/agents/doc/")
-    assert await store.agents.create(agent("a1")) == agent("a1")
+    assert await store.agents.create("default", agent("a1")) == agent("a1")
     assert lost
-    assert await store.agents.list(cwd=None, after=None, limit=10) == [agent("a1")]
+    assert await store.agents.list("default", cwd=None, after=None, limit=10) == [agent("a1")]
 
 
 async def test_lost_response_on_update_is_applied_once(
     store: S3Backend, monkeypatch: pytest.MonkeyPatch, s3_server: S3Server, layout: Layout
 ) -> None:
-    await store.agents.create(agent("a1"))
+    await store.agents.create("default", agent("a1"))
     lost = lose_first_response(monkeypatch, "/agents/doc/")
-    await store.agents.update(agent("a1", updated_at=5))
+    await store.agents.update("default", agent("a1", updated_at=5))
     assert lost
-    assert await store.agents.list(cwd=None, after=None, limit=10) == [agent("a1", updated_at=5)]
+    assert await store.agents.list("default", cwd=None, after=None, limit=10) == [
+        agent("a1", updated_at=5)
+    ]
     assert len(s3_server.keys(layout.prefix + "agents/order/")) == 1
 
 
@@ -252,20 +256,20 @@ async def test_lost_response_on_append_stores_one_event(
     store: S3Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lost = lose_first_response(monkeypatch, "/e/")
-    first = await store.run_events.append(event("r"))
-    second = await store.run_events.append(event("r"))
+    first = await store.run_events.append("default", event("r"))
+    second = await store.run_events.append("default", event("r"))
     assert lost
     assert (first["seq"], second["seq"]) == (1, 2)
-    assert await store.run_events.list("r", after_seq=0, limit=10) == [first, second]
+    assert await store.run_events.list("default", "r", after_seq=0, limit=10) == [first, second]
 
 
 async def test_lost_response_on_checkpoint_create_is_not_already_exists(
     store: S3Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lost = lose_first_response(monkeypatch, "/ckpt/blob/")
-    await store.checkpoints.create("a", "b", b"data")
+    await store.checkpoints.create("default", "a", "b", b"data")
     assert lost
-    assert await store.checkpoints.get("a", "b") == b"data"
+    assert await store.checkpoints.get("default", "a", "b") == b"data"
 
 
 # -- run events -----------------------------------------------------------------------
@@ -278,12 +282,12 @@ async def test_two_backends_racing_appends_get_gapless_seqs(open_s3: OpenS3, url
     first, second = await open_s3(url), await open_s3(url)
     results = await asyncio.gather(
         *(
-            (first if n % 2 else second).run_events.append(event("hot", payload=n))
+            (first if n % 2 else second).run_events.append("default", event("hot", payload=n))
             for n in range(60)
         )
     )
     assert sorted(e["seq"] for e in results) == list(range(1, 61))
-    listed = await first.run_events.list("hot", after_seq=0, limit=100)
+    listed = await first.run_events.list("default", "hot", after_seq=0, limit=100)
     assert [e["seq"] for e in listed] == list(range(1, 61))
     assert sorted(e["payload"] for e in listed) == list(range(60))
 
@@ -294,11 +298,13 @@ async def test_two_backends_racing_one_idempotency_key_store_one_event(
     first, second = await open_s3(url), await open_s3(url)
     results = await asyncio.gather(
         *(
-            (first if n % 2 else second).run_events.append(event("r", key=f"k{n % 3}", payload=n))
+            (first if n % 2 else second).run_events.append(
+                "default", event("r", key=f"k{n % 3}", payload=n)
+            )
             for n in range(24)
         )
     )
-    listed = await second.run_events.list("r", after_seq=0, limit=100)
+    listed = await second.run_events.list("default", "r", after_seq=0, limit=100)
     assert [e["seq"] for e in listed] == [1, 2, 3]
     assert sorted(e["idempotencyKey"] for e in listed) == ["k0", "k1", "k2"]
     by_key = {e["idempotencyKey"]: e for e in listed}
@@ -310,10 +316,10 @@ async def test_a_claim_left_by_a_crashed_appender_is_completed_by_the_retry(
 ) -> None:
     claimed = event("r", key="k", payload="first try")
     put_raw(s3_server, layout.claim("r", "k"), json.dumps({"event": claimed, "seq": 1}).encode())
-    retried = await store.run_events.append(event("r", key="k", payload="retry"))
+    retried = await store.run_events.append("default", event("r", key="k", payload="retry"))
     assert retried["payload"] == "first try"
     assert retried["createdAt"] == claimed["createdAt"]
-    assert await store.run_events.list("r", after_seq=0, limit=10) == [retried]
+    assert await store.run_events.list("default", "r", after_seq=0, limit=10) == [retried]
 
 
 async def test_a_claim_whose_seq_was_taken_moves_past_the_end(
@@ -321,14 +327,16 @@ async def test_a_claim_whose_seq_was_taken_moves_past_the_end(
 ) -> None:
     claimed = event("r", key="k", payload="claimed")
     put_raw(s3_server, layout.claim("r", "k"), json.dumps({"event": claimed, "seq": 1}).encode())
-    other = await store.run_events.append(event("r", payload="other"))
+    other = await store.run_events.append("default", event("r", payload="other"))
     assert other["seq"] == 1
-    settled = await store.run_events.append(event("r", key="k", payload="retry"))
+    settled = await store.run_events.append("default", event("r", key="k", payload="retry"))
     assert (settled["seq"], settled["payload"]) == (2, "claimed")
     assert json.loads(get_raw(s3_server, layout.claim("r", "k")))["seq"] == 2
-    again = await store.run_events.append(event("r", key="k"))
+    again = await store.run_events.append("default", event("r", key="k"))
     assert again == settled
-    assert [e["seq"] for e in await store.run_events.list("r", after_seq=0, limit=10)] == [1, 2]
+    assert [
+        e["seq"] for e in await store.run_events.list("default", "r", after_seq=0, limit=10)
+    ] == [1, 2]
 
 
 async def test_a_run_deleted_by_another_process_restarts_at_seq_1(
@@ -336,10 +344,12 @@ async def test_a_run_deleted_by_another_process_restarts_at_seq_1(
 ) -> None:
     first, second = await open_s3(url), await open_s3(url)
     for _ in range(3):
-        await first.run_events.append(event("r"))
-    await second.run_events.delete(["r"])
-    assert (await first.run_events.append(event("r")))["seq"] == 1
-    assert [e["seq"] for e in await second.run_events.list("r", after_seq=0, limit=10)] == [1]
+        await first.run_events.append("default", event("r"))
+    await second.run_events.delete("default", ["r"])
+    assert (await first.run_events.append("default", event("r")))["seq"] == 1
+    assert [
+        e["seq"] for e in await second.run_events.list("default", "r", after_seq=0, limit=10)
+    ] == [1]
 
 
 async def test_request_costs_of_the_hot_paths(store: S3Backend, s3_server: S3Server) -> None:
@@ -348,43 +358,55 @@ async def test_request_costs_of_the_hot_paths(store: S3Backend, s3_server: S3Ser
         await work
         return s3_server.requests - before
 
-    assert await cost(store.run_events.append(event("r"))) == 2  # LIST (tail) + PUT
-    assert await cost(store.run_events.append(event("r"))) == 2  # HEAD (cached tail) + PUT
-    assert await cost(store.run_events.append(event("r", key="k"))) == 3  # HEAD + claim + PUT
-    assert await cost(store.run_events.list("r", after_seq=3, limit=100)) == 1  # GET miss
-    assert await cost(store.run_events.list("r", after_seq=1, limit=100)) == 3  # GET, LIST, GET
-    assert await cost(store.agents.create(agent("a1"))) == 3  # 2 entries + document
-    assert await cost(store.agents.update(agent("a1", updated_at=7))) == 5
-    assert await cost(store.agents.get("a1")) == 1
-    assert await cost(store.checkpoints.get("a1", "missing")) == 1
-    assert await cost(store.checkpoints.create("a1", "b1", b"blob")) == 2  # entry + blob
-    assert await cost(store.checkpoints.update("a1", "b1", b"newer")) == 2  # HEAD + PUT
+    assert await cost(store.run_events.append("default", event("r"))) == 2  # LIST (tail) + PUT
+    assert (
+        await cost(store.run_events.append("default", event("r"))) == 2
+    )  # HEAD (cached tail) + PUT
+    assert (
+        await cost(store.run_events.append("default", event("r", key="k"))) == 3
+    )  # HEAD + claim + PUT
+    assert (
+        await cost(store.run_events.list("default", "r", after_seq=3, limit=100)) == 1
+    )  # GET miss
+    assert (
+        await cost(store.run_events.list("default", "r", after_seq=1, limit=100)) == 3
+    )  # GET, LIST, GET
+    assert await cost(store.agents.create("default", agent("a1"))) == 3  # 2 entries + document
+    assert await cost(store.agents.update("default", agent("a1", updated_at=7))) == 5
+    assert await cost(store.agents.get("default", "a1")) == 1
+    assert await cost(store.checkpoints.get("default", "a1", "missing")) == 1
+    assert await cost(store.checkpoints.create("default", "a1", "b1", b"blob")) == 2  # entry + blob
+    assert await cost(store.checkpoints.update("default", "a1", "b1", b"newer")) == 2  # HEAD + PUT
 
 
 # -- checkpoints ----------------------------------------------------------------------
 
 
 async def test_checkpoint_update_keeps_the_blob_listed(store: S3Backend) -> None:
-    await store.checkpoints.create("a1", "b1", b"one")
-    await store.checkpoints.update("a1", "b1", b"two")
-    refs = await store.checkpoints.list(agent_ids=None, blob_ids=None, after=None, limit=10)
+    await store.checkpoints.create("default", "a1", "b1", b"one")
+    await store.checkpoints.update("default", "a1", "b1", b"two")
+    refs = await store.checkpoints.list(
+        "default", agent_ids=None, blob_ids=None, after=None, limit=10
+    )
     assert [(ref.agent_id, ref.blob_id) for ref in refs] == [("a1", "b1")]
-    assert await store.checkpoints.get("a1", "b1") == b"two"
+    assert await store.checkpoints.get("default", "a1", "b1") == b"two"
 
 
 async def test_checkpoint_ids_with_awkward_characters(store: S3Backend) -> None:
     ids = ["a/b", "a", "a-b", "é", "日本"]
     for agent_id in ids:
         for blob_id in ids:
-            await store.checkpoints.create(agent_id, blob_id, blob_id.encode())
-    everything = await store.checkpoints.list(agent_ids=None, blob_ids=None, after=None, limit=100)
+            await store.checkpoints.create("default", agent_id, blob_id, blob_id.encode())
+    everything = await store.checkpoints.list(
+        "default", agent_ids=None, blob_ids=None, after=None, limit=100
+    )
     assert [(ref.blob_id, ref.agent_id) for ref in everything] == sorted(
         (blob_id, agent_id) for agent_id in ids for blob_id in ids
     )
     two_agents = await store.checkpoints.list(
-        agent_ids=["a/b", "a-b"], blob_ids=None, after=everything[3], limit=100
+        "default", agent_ids=["a/b", "a-b"], blob_ids=None, after=everything[3], limit=100
     )
     assert two_agents == [ref for ref in everything[4:] if ref.agent_id in ("a/b", "a-b")]
-    await store.checkpoints.delete(agent_ids=["a/b"], blob_ids=None)
-    assert await store.checkpoints.get("a/b", "a") is None
-    assert await store.checkpoints.get("a", "a/b") == b"a/b"
+    await store.checkpoints.delete("default", agent_ids=["a/b"], blob_ids=None)
+    assert await store.checkpoints.get("default", "a/b", "a") is None
+    assert await store.checkpoints.get("default", "a", "a/b") == b"a/b"

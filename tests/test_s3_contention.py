@@ -180,10 +180,10 @@ async def test_a_bucket_that_refuses_access(private_s3_server: S3Server) -> None
     await backend.start(migrate=True)
     try:
         assert backend.agents is not None
-        await backend.agents.create(agent("a"))
+        await backend.agents.create("default", agent("a"))
         private_s3_server.denied = True
         with pytest.raises(ConnectError) as caught:
-            await backend.agents.get("a")
+            await backend.agents.get("default", "a")
         assert caught.value.code == Code.UNAVAILABLE
         assert "AccessDenied" in caught.value.message, caught.value.message
     finally:

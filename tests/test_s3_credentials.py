@@ -103,8 +103,8 @@ async def test_a_store_runs_on_profile_credentials(aws_files: Path, s3_server: S
         store = S3Backend(parse_url(url))
         await store.start(migrate=True)
         try:
-            await store.checkpoints.create("a", "b", b"bytes")
-            assert await store.checkpoints.get("a", "b") == b"bytes"
+            await store.checkpoints.create("default", "a", "b", b"bytes")
+            assert await store.checkpoints.get("default", "a", "b") == b"bytes"
         finally:
             await store.close()
             s3_server.delete_prefix(parse_url(url).prefix)
@@ -121,7 +121,7 @@ async def test_a_store_runs_on_environment_credentials(
     store = S3Backend(parse_url(url))
     await store.start(migrate=True)
     try:
-        assert await store.agents.get("nobody") is None
+        assert await store.agents.get("default", "nobody") is None
     finally:
         await store.close()
         s3_server.delete_prefix(parse_url(url).prefix)

@@ -41,18 +41,18 @@ def assert_unavailable(error: ConnectError) -> None:
 async def test_throttling_is_unavailable_after_max_attempts(
     store: S3Backend, private_s3_server: S3Server
 ) -> None:
-    await store.agents.create({"agentId": "a", "cwd": "/", "updatedAt": 1})
+    await store.agents.create("default", {"agentId": "a", "cwd": "/", "updatedAt": 1})
     private_s3_server.throttled = True
     before = private_s3_server.requests
     with pytest.raises(ConnectError) as caught:
-        await store.agents.get("a")
+        await store.agents.get("default", "a")
     assert_unavailable(caught.value)
     assert "SlowDown" in caught.value.message
     # One try and two retries (max_attempts=3), then no more.
     assert private_s3_server.requests - before == 3
 
     private_s3_server.throttled = False
-    assert await store.agents.get("a") == {"agentId": "a", "cwd": "/", "updatedAt": 1}
+    assert await store.agents.get("default", "a") == {"agentId": "a", "cwd": "/", "updatedAt": 1}
 
 
 async def test_every_substore_maps_an_outage_to_unavailable(
@@ -60,14 +60,16 @@ async def test_every_substore_maps_an_outage_to_unavailable(
 ) -> None:
     private_s3_server.stop()
     calls = [
-        store.agents.get("a"),
-        store.agents.create({"agentId": "a", "cwd": "/", "updatedAt": 1}),
-        store.agents.list(cwd=None, after=None, limit=5),
-        store.runs.list(agent_ids=["a"], run_ids=None, after=None, limit=5),
-        store.run_events.append({"runId": "r", "eventType": "t", "idempotencyKey": None}),
-        store.run_events.list("r", after_seq=0, limit=5),
-        store.checkpoints.create("a", "b", b"x" * 1024),
-        store.checkpoints.delete(agent_ids=None, blob_ids=None),
+        store.agents.get("default", "a"),
+        store.agents.create("default", {"agentId": "a", "cwd": "/", "updatedAt": 1}),
+        store.agents.list("default", cwd=None, after=None, limit=5),
+        store.runs.list("default", agent_ids=["a"], run_ids=None, after=None, limit=5),
+        store.run_events.append(
+            "default", {"runId": "r", "eventType": "t", "idempotencyKey": None}
+        ),
+        store.run_events.list("default", "r", after_seq=0, limit=5),
+        store.checkpoints.create("default", "a", "b", b"x" * 1024),
+        store.checkpoints.delete("default", agent_ids=None, blob_ids=None),
     ]
     for call in calls:
         with pytest.raises(ConnectError) as caught:

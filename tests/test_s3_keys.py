@@ -107,3 +107,15 @@ def test_keys_live_under_the_prefix_and_respect_the_length_limit() -> None:
     with pytest.raises(ConnectError) as caught:
         layout.agent_doc("a" * 600)
     assert caught.value.code == Code.INVALID_ARGUMENT
+
+
+def test_tenant_default_keeps_the_prefix_and_others_get_their_own() -> None:
+    layout = Layout("team/")
+    assert layout.of_tenant("default") is layout
+    assert layout.agent_doc("a") == "team/agents/doc/61"
+    other = layout.of_tenant("team-b")
+    assert other.agent_doc("a") == "team/tenants/team-b/agents/doc/61"
+    # Default's listings never reach another tenant's keys.
+    for prefix in (layout.agents_docs(), layout.runs_docs(), layout.all_events(), layout.blobs()):
+        assert not other.agent_doc("a").startswith(prefix)
+        assert not other.blob("a", "b").startswith(prefix)

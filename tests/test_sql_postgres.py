@@ -75,12 +75,12 @@ async def test_append_is_one_round_trip(backend: SqlBackend) -> None:
 
     async def append(key: str | None) -> None:
         await events.append(
-            new_event({"runId": "r", "eventType": "t", "idempotencyKey": key}, "in")
+            "default", new_event({"runId": "r", "eventType": "t", "idempotencyKey": key}, "in")
         )
 
     async def read() -> None:
-        await events.list("r", after_seq=0, limit=10)
-        await backend.agents.get("nobody")
+        await events.list("default", "r", after_seq=0, limit=10)
+        await backend.agents.get("default", "nobody")
 
     # Warm up every pooled connection: a statement's first use on one prepares it.
     for index in range(4):
@@ -108,8 +108,8 @@ async def test_append_is_one_round_trip(backend: SqlBackend) -> None:
 
 async def test_large_blob_round_trips_as_bytes(backend: SqlBackend) -> None:
     blob = os.urandom(48 * 1024 * 1024)
-    await backend.checkpoints.create("a", "big", blob)
-    stored = await backend.checkpoints.get("a", "big")
+    await backend.checkpoints.create("default", "a", "big", blob)
+    stored = await backend.checkpoints.get("default", "a", "big")
     assert stored == blob
     assert isinstance(stored, bytes)
     (storage,) = fetch(
@@ -122,20 +122,20 @@ async def test_large_blob_round_trips_as_bytes(backend: SqlBackend) -> None:
 
 async def test_strings_postgres_cannot_store_are_invalid_argument(backend: SqlBackend) -> None:
     with pytest.raises(ConnectError) as caught:
-        await backend.agents.get("nul\x00inside")
+        await backend.agents.get("default", "nul\x00inside")
     assert caught.value.code == Code.INVALID_ARGUMENT
 
 
 async def test_documents_are_stored_as_given_json_text(backend: SqlBackend) -> None:
     doc = {"agentId": "a", "cwd": "/w", "updatedAt": 2**53, "zeta": 1, "alpha": [1.5, None]}
-    await backend.agents.create(doc)
+    await backend.agents.create("default", doc)
     ((text,),) = fetch(dsn(backend), "SELECT doc FROM agents")
     assert json.loads(text) == doc
     assert list(json.loads(text)) == list(doc)
 
 
 async def test_idle_connections_closed_by_the_server_are_replaced(backend: SqlBackend) -> None:
-    await asyncio.gather(*(backend.agents.get("x") for _ in range(4)))
+    await asyncio.gather(*(backend.agents.get("default", "x") for _ in range(4)))
     killed = terminate_connections(dsn(backend))
     assert killed, "the pool held no connection to kill"
     # The sync call above blocked the event loop: give it a turn to read the EOFs.
@@ -143,8 +143,10 @@ async def test_idle_connections_closed_by_the_server_are_replaced(backend: SqlBa
     # A keyless append is never retried (it might run twice), so this passes only if
     # the dead pooled connections are replaced before anything is sent on them.
     for _ in range(4):
-        await backend.run_events.append(new_event({"runId": "r", "eventType": "t"}, "in"))
-        assert await backend.agents.get("x") is None
+        await backend.run_events.append(
+            "default", new_event({"runId": "r", "eventType": "t"}, "in")
+        )
+        assert await backend.agents.get("default", "x") is None
 
 
 # -- URLs ------------------------------------------------------------------------------
@@ -199,7 +201,7 @@ async def test_a_schema_of_its_own_through_search_path(
         try:
             assert backend.run_events is not None
             event = await backend.run_events.append(
-                new_event({"runId": "r", "eventType": schema}, "in")
+                "default", new_event({"runId": "r", "eventType": schema}, "in")
             )
             assert event["seq"] == 1
         finally:

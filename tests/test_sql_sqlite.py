@@ -39,33 +39,41 @@ class SqlBackendChecks:
         backend = await started(sql_url)
         try:
             for index in range(10):
-                await backend.agents.create({"agentId": f"a{index}", "cwd": "/w", "updatedAt": 1})
-                await backend.runs.create({"runId": f"r{index}", "agentId": "a0", "turnNumber": 1})
-                await backend.checkpoints.create(f"a{index}", "blob", b"x")
+                await backend.agents.create(
+                    "default", {"agentId": f"a{index}", "cwd": "/w", "updatedAt": 1}
+                )
+                await backend.runs.create(
+                    "default", {"runId": f"r{index}", "agentId": "a0", "turnNumber": 1}
+                )
+                await backend.checkpoints.create("default", f"a{index}", "blob", b"x")
                 await backend.run_events.append(
-                    new_event({"runId": f"r{index}", "eventType": "t"}, "in")
+                    "default", new_event({"runId": f"r{index}", "eventType": "t"}, "in")
                 )
             many = [f"missing-{n}" for n in range(40_000)]
             listed = await backend.runs.list(
-                agent_ids=None, run_ids=[*many, "r3", "r1"], after=None, limit=10
+                "default", agent_ids=None, run_ids=[*many, "r3", "r1"], after=None, limit=10
             )
             assert [run["runId"] for run in listed] == ["r1", "r3"]
             refs = await backend.checkpoints.list(
-                agent_ids=[*many, "a2"], blob_ids=None, after=None, limit=10
+                "default", agent_ids=[*many, "a2"], blob_ids=None, after=None, limit=10
             )
             assert [ref.agent_id for ref in refs] == ["a2"]
-            await backend.agents.delete([*many, "a1", "a2"], None)
-            await backend.runs.delete(None, [*many, "r1"])
-            await backend.run_events.delete([*many, "r1"])
-            await backend.checkpoints.delete([*many, "a1"], None)
-            assert len(await backend.agents.list(cwd=None, after=None, limit=100)) == 8
+            await backend.agents.delete("default", [*many, "a1", "a2"], None)
+            await backend.runs.delete("default", None, [*many, "r1"])
+            await backend.run_events.delete("default", [*many, "r1"])
+            await backend.checkpoints.delete("default", [*many, "a1"], None)
+            assert len(await backend.agents.list("default", cwd=None, after=None, limit=100)) == 8
             assert (
-                len(await backend.runs.list(agent_ids=None, run_ids=None, after=None, limit=100))
+                len(
+                    await backend.runs.list(
+                        "default", agent_ids=None, run_ids=None, after=None, limit=100
+                    )
+                )
                 == 9
             )
-            assert await backend.run_events.list("r1", after_seq=0, limit=10) == []
-            assert len(await backend.run_events.list("r2", after_seq=0, limit=10)) == 1
-            assert await backend.checkpoints.get("a1", "blob") is None
+            assert await backend.run_events.list("default", "r1", after_seq=0, limit=10) == []
+            assert len(await backend.run_events.list("default", "r2", after_seq=0, limit=10)) == 1
+            assert await backend.checkpoints.get("default", "a1", "blob") is None
         finally:
             await backend.close()
 
@@ -75,7 +83,7 @@ class SqlBackendChecks:
         try:
             assert backend.agents is not None
             with pytest.raises(ConnectError) as caught:
-                await backend.agents.get("a")
+                await backend.agents.get("default", "a")
             assert caught.value.code == Code.UNAVAILABLE
             assert "bridge-store db upgrade" in caught.value.message
         finally:
@@ -141,7 +149,7 @@ async def test_relative_path_and_missing_parent_directories(
     monkeypatch.chdir(tmp_path)
     backend = await started("sqlite:///nested/deeper/store.db")
     try:
-        await backend.agents.create({"agentId": "a", "cwd": "/w", "updatedAt": 1})
+        await backend.agents.create("default", {"agentId": "a", "cwd": "/w", "updatedAt": 1})
     finally:
         await backend.close()
     assert (tmp_path / "nested" / "deeper" / "store.db").is_file()
@@ -151,7 +159,7 @@ async def test_database_is_in_wal_mode_with_documents_as_given(
     backend: SqlBackend, tmp_path: Path
 ) -> None:
     doc = {"agentId": "a", "cwd": "/w", "updatedAt": 2**53, "zeta": 1, "alpha": [1.5, None]}
-    await backend.agents.create(doc)
+    await backend.agents.create("default", doc)
     with sqlite3.connect(tmp_path / "store.db") as check:
         assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         ((text,),) = check.execute("SELECT doc FROM agents").fetchall()
@@ -177,23 +185,25 @@ async def test_two_backends_on_one_file_write_without_locking_errors(tmp_path: P
         async def append(backend: SqlBackend, index: int, key: str | None) -> dict[str, Any]:
             assert backend.run_events is not None
             data = {"runId": "shared", "eventType": "t", "payload": index, "idempotencyKey": key}
-            return await backend.run_events.append(new_event(data, "in"))
+            return await backend.run_events.append("default", new_event(data, "in"))
 
         async def create(backend: SqlBackend, index: int) -> None:
-            await backend.agents.create({"agentId": f"a{index}", "cwd": "/w", "updatedAt": 1})
+            await backend.agents.create(
+                "default", {"agentId": f"a{index}", "cwd": "/w", "updatedAt": 1}
+            )
 
         plain = [append(first if n % 2 else second, n, None) for n in range(150)]
         # Each key is appended four times, from both backends.
         keyed = [append(first if n % 2 else second, n, f"k{n // 4}") for n in range(200)]
         created = [create(first if n % 2 else second, n) for n in range(50)]
         results = await asyncio.gather(*plain, *keyed, *created)
-        listed = await first.run_events.list("shared", after_seq=0, limit=1000)
+        listed = await first.run_events.list("default", "shared", after_seq=0, limit=1000)
         assert [event["seq"] for event in listed] == list(range(1, 201))
         by_key = {event["idempotencyKey"]: event for event in listed if event["idempotencyKey"]}
         assert len(by_key) == 50
         for result in results[150:350]:
             assert result == by_key[result["idempotencyKey"]]
-        assert len(await second.agents.list(cwd=None, after=None, limit=100)) == 50
+        assert len(await second.agents.list("default", cwd=None, after=None, limit=100)) == 50
     finally:
         await first.close()
         await second.close()
@@ -213,7 +223,7 @@ APPENDER = textwrap.dedent(
                 event = new_event(
                     {"runId": "shared", "eventType": "t", "payload": [name, index]}, "in"
                 )
-                await backend.run_events.append(event)
+                await backend.run_events.append("default", event)
         finally:
             await backend.close()
 
@@ -252,21 +262,35 @@ def plan(connection: sqlite3.Connection, query: sa.Select[Any]) -> list[str]:
 @pytest.mark.parametrize(
     "query",
     [
-        agents.list_query(cwd=None, after=AgentPosition(500, "agent-1"), limit=51),
-        agents.list_query(cwd="/work/7", after=AgentPosition(500, "agent-1"), limit=51),
+        agents.list_query("default", cwd=None, after=AgentPosition(500, "agent-1"), limit=51),
+        agents.list_query("default", cwd="/work/7", after=AgentPosition(500, "agent-1"), limit=51),
         runs.list_query(
-            agent_ids=None, run_ids=None, after=RunPosition(50, "run-05050", "a"), limit=51
+            "default",
+            agent_ids=None,
+            run_ids=None,
+            after=RunPosition(50, "run-05050", "a"),
+            limit=51,
         ),
         runs.list_query(
-            agent_ids=["heavy"], run_ids=None, after=RunPosition(50, "run-05050", "a"), limit=51
+            "default",
+            agent_ids=["heavy"],
+            run_ids=None,
+            after=RunPosition(50, "run-05050", "a"),
+            limit=51,
         ),
         runs.list_query(
-            agent_ids=None, run_ids=["run-05050"], after=RunPosition(50, "run", "a"), limit=51
+            "default",
+            agent_ids=None,
+            run_ids=["run-05050"],
+            after=RunPosition(50, "run", "a"),
+            limit=51,
         ),
-        events.list_query("big", after_seq=5000, limit=101),
-        checkpoints.list_query(agent_ids=None, blob_ids=None, after=BlobRef("8", "a"), limit=51),
+        events.list_query("default", "big", after_seq=5000, limit=101),
         checkpoints.list_query(
-            agent_ids=["heavy"], blob_ids=None, after=BlobRef("8", "a"), limit=51
+            "default", agent_ids=None, blob_ids=None, after=BlobRef("8", "a"), limit=51
+        ),
+        checkpoints.list_query(
+            "default", agent_ids=["heavy"], blob_ids=None, after=BlobRef("8", "a"), limit=51
         ),
     ],
 )
@@ -275,21 +299,22 @@ async def test_lists_are_index_range_scans_in_list_order(
 ) -> None:
     with sqlite3.connect(tmp_path / "store.db") as connection:
         connection.executemany(
-            "INSERT INTO agents VALUES (?, ?, ?, '{}')",
+            "INSERT INTO agents VALUES ('default', ?, ?, ?, '{}')",
             ((f"agent-{i:05d}", f"/work/{i % 100}", i // 2) for i in range(10_000)),
         )
         connection.executemany(
-            "INSERT INTO runs VALUES (?, ?, ?, '{}')",
+            "INSERT INTO runs VALUES ('default', ?, ?, ?, '{}')",
             (
                 ("heavy" if i < 5_000 else f"agent-{i % 100}", f"run-{i:05d}", i % 100)
                 for i in range(10_000)
             ),
         )
         connection.executemany(
-            "INSERT INTO run_events VALUES ('big', ?, NULL, '{}')", ((i,) for i in range(10_000))
+            "INSERT INTO run_events VALUES ('default', 'big', ?, NULL, '{}')",
+            ((i,) for i in range(10_000)),
         )
         connection.executemany(
-            "INSERT INTO checkpoint_blobs VALUES (?, ?, x'')",
+            "INSERT INTO checkpoint_blobs VALUES ('default', ?, ?, x'')",
             (("heavy" if i < 5_000 else f"agent-{i % 100}", f"{i:x}") for i in range(10_000)),
         )
         connection.execute("ANALYZE")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bridge_store.auth import local_principal
 from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager
@@ -53,7 +54,9 @@ class History:
     reader: HistoryReader
 
     async def call(self, substore: str, method: str, data: Any) -> Any:
-        output, _ = await call_store(self.stores, substore, method, data)
+        output, _ = await call_store(
+            self.stores, substore, method, data, principal=local_principal()
+        )
         return output
 
 
@@ -68,8 +71,10 @@ async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=True)
     try:
         for substore, method, data in history_calls():
-            await call_store(opened.stores, substore, method, data)
-        yield History(opened.stores, HistoryReader(in_process(lambda: opened.stores)))
+            await call_store(opened.stores, substore, method, data, principal=local_principal())
+        yield History(
+            opened.stores, HistoryReader(in_process(lambda: opened.stores, local_principal()))
+        )
     finally:
         await opened.close()
 
@@ -242,7 +247,9 @@ async def test_a_backend_with_an_index_answers_searches_itself(tmp_path: Path) -
         stores = Stores(
             opened.stores.agents, opened.stores.runs, indexed, opened.stores.checkpoints
         )
-        searcher = searcher_for(stores, HistoryReader(in_process(lambda: stores)))
+        searcher = searcher_for(
+            stores, HistoryReader(in_process(lambda: stores, local_principal()))
+        )
         assert isinstance(searcher, IndexedSearch)
         assert searcher is indexed
         page = await search(searcher, "Login Redirect", cursor=None)

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from bridge_store.app import create_app
+from bridge_store.auth import TokenRegistry
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
@@ -321,7 +322,9 @@ def test_the_standalone_viewer_reads_and_cannot_write(tmp_path: Path) -> None:
     with running(writer) as url:
         for substore, method, data in history_calls():
             assert store_call(url, substore, method, data).status_code == 200
-    app = create_ui_app(Routes.single(store), "ui-token", get_plugin_manager())
+    app = create_ui_app(
+        Routes.single(store), TokenRegistry.single("ui-token"), get_plugin_manager()
+    )
     with running(app) as url, httpx.Client(base_url=url) as client:
         assert client.get("/").headers["location"] == "/ui/"
         assert sign_in(client, token="ui-token").status_code == 303

@@ -8,14 +8,18 @@ keys of their own but read their indexes the same way (:func:`read_ranges`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from redis.asyncio import Redis
 
-from .keys import TOP, TableKeys
+from bridge_store.auth import DEFAULT_TENANT
+
+from .keys import TOP, KeySpace, TableKeys
 from .scripts import Scripts
+
+T = TypeVar("T")
 
 #: Rows a delete-by-filter removes per script call: each call is atomic and leaves no
 #: orphan index entries, and a batch this size keeps Redis responsive meanwhile.
@@ -139,3 +143,31 @@ async def read_ranges(
         values: list[bytes | None] = found[1] if len(found) > 1 else [None] * len(fields)
         pages.append([Row(field, value) for field, value in zip(fields, values, strict=True)])
     return pages
+
+
+class Tenants(Generic[T]):
+    """One object per tenant (a table, a set of key names), made when first used."""
+
+    def __init__(self, new: Callable[[str], T]) -> None:
+        self._new = new
+        self._made: dict[str, T] = {}
+
+    def of(self, tenant: str) -> T:
+        made = self._made.get(tenant)
+        if made is None:
+            made = self._made[tenant] = self._new(tenant)
+        return made
+
+
+async def tenants_holding(client: Redis, keys: KeySpace, substore: str, suffix: str) -> list[str]:
+    """The tenants whose key ``suffix`` of ``substore`` exists (Redis drops empty keys).
+
+    Default's key is checked directly; the others are found with SCAN, which is fine
+    for the administrative commands that call this and never runs on a CallStore call.
+    """
+    found: dict[str, None] = {}  # SCAN may return a key twice
+    if await client.exists(f"{keys.of_tenant(DEFAULT_TENANT).tag(substore)}{suffix}"):
+        found[DEFAULT_TENANT] = None
+    async for key in client.scan_iter(match=keys.tenant_pattern(substore, suffix), count=1000):
+        found[keys.tenant_of(key, substore)] = None
+    return list(found)

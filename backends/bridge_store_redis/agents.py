@@ -13,6 +13,7 @@ Listing reads either index backwards (``ZRANGE ... BYLEX REV``): descending byte
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Literal
 
@@ -23,7 +24,7 @@ from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import AgentPosition
 from bridge_store.types import Document
 
-from ._rows import Range, RowTable
+from ._rows import Range, RowTable, Tenants, tenants_holding
 from .errors import redis_errors
 from .keys import INT_WIDTH, TOP, KeySpace, sortable_int, terminated, utf8
 from .scripts import Scripts
@@ -37,47 +38,56 @@ def _order_member(updated_at: int, agent_id: str) -> bytes:
 
 class RedisAgents:
     def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
-        self._table = RowTable(client, keys.table("agents", ("updated", "cwd")), scripts)
+        self._client = client
+        self._keys = keys
+        self._tables = Tenants(
+            lambda tenant: RowTable(
+                client, keys.of_tenant(tenant).table("agents", ("updated", "cwd")), scripts
+            )
+        )
 
     @redis_errors
-    async def get(self, agent_id: str) -> Document | None:
-        raw = await self._table.get(utf8(agent_id))
+    async def get(self, tenant: str, agent_id: str) -> Document | None:
+        raw = await self._tables.of(tenant).get(utf8(agent_id))
         return loads_document(raw) if raw is not None else None
 
     @redis_errors
-    async def create(self, agent: Document) -> Document:
-        if not await self._put("create", agent):
+    async def create(self, tenant: str, agent: Document) -> Document:
+        if not await self._put(tenant, "create", agent):
             raise already_exists(f"agent {agent['agentId']} already exists")
         return agent
 
     @redis_errors
-    async def update(self, agent: Document) -> Document:
-        if not await self._put("update", agent):
+    async def update(self, tenant: str, agent: Document) -> Document:
+        if not await self._put(tenant, "update", agent):
             raise not_found(f"agent {agent['agentId']} not found")
         return agent
 
-    async def _put(self, mode: Literal["create", "update"], agent: Document) -> bool:
+    async def _put(self, tenant: str, mode: Literal["create", "update"], agent: Document) -> bool:
         order = _order_member(agent["updatedAt"], agent["agentId"])
         members = [order, terminated(agent["cwd"]) + order]
-        return await self._table.put(mode, utf8(agent["agentId"]), dumps(agent), members)
+        return await self._tables.of(tenant).put(
+            mode, utf8(agent["agentId"]), dumps(agent), members
+        )
 
     @redis_errors
-    async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
+    async def delete(self, tenant: str, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
+        table = self._tables.of(tenant)
         if agent_ids is not None:
             # The cwd is checked inside the delete script, against the stored row.
             check = None if cwd is None else (_BY_CWD, terminated(cwd))
-            await self._table.remove([utf8(agent_id) for agent_id in agent_ids], check=check)
+            await table.remove([utf8(agent_id) for agent_id in agent_ids], check=check)
         elif cwd is not None:
             prefix = terminated(cwd)
-            await self._table.remove_range(
+            await table.remove_range(
                 _BY_CWD, Range.starting_with(prefix, skip=len(prefix) + INT_WIDTH)
             )
         else:
-            await self._table.remove_range(_BY_UPDATED, Range.starting_with(b"", skip=INT_WIDTH))
+            await table.remove_range(_BY_UPDATED, Range.starting_with(b"", skip=INT_WIDTH))
 
     @redis_errors
     async def list(
-        self, *, cwd: str | None, after: AgentPosition | None, limit: int
+        self, tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
     ) -> list[Document]:
         index, prefix = (_BY_UPDATED, b"") if cwd is None else (_BY_CWD, terminated(cwd))
         high = (
@@ -86,5 +96,9 @@ class RedisAgents:
             else b"(" + prefix + _order_member(after.updated_at, after.agent_id)
         )
         span = Range(low=b"[" + prefix, high=high, skip=len(prefix) + INT_WIDTH)
-        [rows] = await self._table.read(index, [span], limit=limit, reverse=True)
+        [rows] = await self._tables.of(tenant).read(index, [span], limit=limit, reverse=True)
         return [loads_document(row.value) for row in rows if row.value is not None]
+
+    @redis_errors
+    async def tenants(self) -> builtins.list[str]:
+        return await tenants_holding(self._client, self._keys, "agents", ":docs")

@@ -15,6 +15,7 @@ of them is kept. Listing reads the indexes only, never the blobs.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import cast
 
@@ -23,7 +24,7 @@ from redis.asyncio import Redis
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
 
-from ._rows import DELETE_BATCH, Range, read_ranges
+from ._rows import DELETE_BATCH, Range, Tenants, read_ranges, tenants_holding
 from .errors import redis_errors
 from .keys import KeySpace, from_utf8, split_terminated, terminated, utf8
 from .scripts import Scripts
@@ -45,79 +46,91 @@ def _by_agent_member(ref: BlobRef) -> bytes:
 class RedisCheckpoints:
     def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
         self._client = client
-        self._keys = keys
+        self._root = keys
+        self._keys = Tenants(keys.of_tenant)
         self._scripts = scripts
-        self._by_blob = keys.blob_index("blob")
-        self._by_agent = keys.blob_index("agent")
+
+    def _indexes(self, tenant: str) -> tuple[KeySpace, str, str]:
+        """The tenant's key space, its by-blob and its by-agent index."""
+        keys = self._keys.of(tenant)
+        return keys, keys.blob_index("blob"), keys.blob_index("agent")
 
     @redis_errors
-    async def get(self, agent_id: str, blob_id: str) -> bytes | None:
-        data = await self._client.get(self._keys.blob(_field(agent_id, blob_id)))
+    async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
+        data = await self._client.get(self._keys.of(tenant).blob(_field(agent_id, blob_id)))
         return cast("bytes | None", data)
 
     @redis_errors
-    async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
+    async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         field = _field(agent_id, blob_id)
+        keys, by_blob, by_agent = self._indexes(tenant)
         created = await self._scripts.create_blob(
-            keys=[self._keys.blob(field), self._by_blob, self._by_agent],
+            keys=[keys.blob(field), by_blob, by_agent],
             args=[data, field, terminated(agent_id) + terminated(blob_id)],
         )
         if not created:
             raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
 
     @redis_errors
-    async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
+    async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         # One key, no index change: SET ... XX replaces it only if it exists.
-        if not await self._client.set(self._keys.blob(_field(agent_id, blob_id)), data, xx=True):
+        key = self._keys.of(tenant).blob(_field(agent_id, blob_id))
+        if not await self._client.set(key, data, xx=True):
             raise not_found(f"checkpoint blob {blob_id} of agent {agent_id} not found")
 
     @redis_errors
-    async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
+    ) -> None:
         if agent_ids is not None and blob_ids is not None:
             refs = [BlobRef(blob_id=b, agent_id=a) for a in agent_ids for b in blob_ids]
             for start in range(0, len(refs), DELETE_BATCH):
-                await self._delete(refs[start : start + DELETE_BATCH])
+                await self._delete(tenant, refs[start : start + DELETE_BATCH])
             return
+        _, by_blob, by_agent = self._indexes(tenant)
         if agent_ids is not None:
-            index, spans = self._by_agent, [_agent_span(a, None) for a in agent_ids]
+            index, spans = by_agent, [_agent_span(a, None) for a in agent_ids]
         elif blob_ids is not None:
-            index, spans = self._by_blob, [Range.starting_with(terminated(b)) for b in blob_ids]
+            index, spans = by_blob, [Range.starting_with(terminated(b)) for b in blob_ids]
         else:
-            index, spans = self._by_blob, [Range.starting_with(b"")]
+            index, spans = by_blob, [Range.starting_with(b"")]
         # A batch is read, then deleted atomically with its index entries; a blob
         # created in between is simply not deleted, as if created after the delete.
         for span in spans:
             while True:
                 [page] = await read_ranges(self._scripts, index, [span], limit=DELETE_BATCH)
-                await self._delete([_ref(row.field) for row in page])
+                await self._delete(tenant, [_ref(row.field) for row in page])
                 if len(page) < DELETE_BATCH:
                     break
 
-    async def _delete(self, refs: Sequence[BlobRef]) -> None:
+    async def _delete(self, tenant: str, refs: Sequence[BlobRef]) -> None:
         if not refs:
             return
+        keys, by_blob, by_agent = self._indexes(tenant)
         fields = [_field(ref.agent_id, ref.blob_id) for ref in refs]
         members: list[bytes] = []
         for field, ref in zip(fields, refs, strict=True):
             members.extend((field, _by_agent_member(ref)))
         await self._scripts.delete_blobs(
-            keys=[self._by_blob, self._by_agent, *(self._keys.blob(f) for f in fields)],
+            keys=[by_blob, by_agent, *(keys.blob(f) for f in fields)],
             args=members,
         )
 
     @redis_errors
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         blob_ids: Sequence[str] | None,
         after: BlobRef | None,
         limit: int,
     ) -> list[BlobRef]:
+        _, by_blob, by_agent = self._indexes(tenant)
         if agent_ids is not None and blob_ids is not None:
             fields = [_field(a, b) for a in agent_ids for b in blob_ids]
             # redis-py annotates members as str; bytes go over the wire unchanged.
-            scores = await self._client.zmscore(self._by_blob, cast("list[str]", fields))
+            scores = await self._client.zmscore(by_blob, cast("list[str]", fields))
             refs = [
                 _ref(field)
                 for field, score in zip(fields, scores, strict=True)
@@ -125,18 +138,22 @@ class RedisCheckpoints:
             ]
         else:
             if agent_ids is not None:
-                index, spans = self._by_agent, [_agent_span(a, after) for a in agent_ids]
+                index, spans = by_agent, [_agent_span(a, after) for a in agent_ids]
             elif blob_ids is not None:
-                index = self._by_blob
+                index = by_blob
                 spans = [span for b in blob_ids if (span := _blob_span(b, after)) is not None]
             else:
                 span = Range.starting_with(b"")
                 if after is not None:
                     span = span.with_low(b"(" + _field(after.agent_id, after.blob_id))
-                index, spans = self._by_blob, [span]
+                index, spans = by_blob, [span]
             pages = await read_ranges(self._scripts, index, spans, limit=limit)
             refs = [_ref(row.field) for page in pages for row in page]
         return sorted(ref for ref in refs if after is None or ref > after)[:limit]
+
+    @redis_errors
+    async def tenants(self) -> builtins.list[str]:
+        return await tenants_holding(self._client, self._root, "checkpoints", ":by-blob")
 
 
 def _agent_span(agent_id: str, after: BlobRef | None) -> Range:

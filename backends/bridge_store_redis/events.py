@@ -32,7 +32,7 @@ from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import stored_event
 from bridge_store.types import Document
 
-from ._rows import DELETE_BATCH
+from ._rows import DELETE_BATCH, Tenants
 from .errors import redis_errors
 from .keys import KeySpace, from_utf8, utf8
 from .scripts import Scripts
@@ -50,19 +50,16 @@ class RedisRunEvents:
         self, client: Redis, keys: KeySpace, scripts: Scripts, *, ttl_seconds: int | None
     ) -> None:
         self._client = client
-        self._keys = keys
+        self._keys = Tenants(keys.of_tenant)
         self._scripts = scripts
         self._ttl_ms = 0 if ttl_seconds is None else ttl_seconds * 1000
 
     @redis_errors
-    async def append(self, event: Document) -> Document:
+    async def append(self, tenant: str, event: Document) -> Document:
         run_id = event["runId"]
+        keys = self._keys.of(tenant)
         result: list[Any] = await self._scripts.append_event(
-            keys=[
-                self._keys.event_log(run_id),
-                self._keys.event_keys(run_id),
-                self._keys.event_runs(),
-            ],
+            keys=[keys.event_log(run_id), keys.event_keys(run_id), keys.event_runs()],
             args=[utf8(run_id), dumps(event), utf8(event["idempotencyKey"] or ""), self._ttl_ms],
         )
         if len(result) == 1:
@@ -70,27 +67,33 @@ class RedisRunEvents:
         return _stored(result[1])
 
     @redis_errors
-    async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
+    async def list(self, tenant: str, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         members = await self._client.zrange(
-            self._keys.event_log(run_id), after_seq + 1, "+inf", byscore=True, offset=0, num=limit
+            self._keys.of(tenant).event_log(run_id),
+            after_seq + 1,
+            "+inf",
+            byscore=True,
+            offset=0,
+            num=limit,
         )
         return [_stored(member) for member in cast("list[bytes]", members)]
 
     @redis_errors
-    async def delete(self, run_ids: Sequence[str] | None) -> None:
+    async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
+        keys = self._keys.of(tenant)
         if run_ids is not None:
             for start in range(0, len(run_ids), DELETE_BATCH):
-                await self._delete_logs(run_ids[start : start + DELETE_BATCH])
+                await self._delete_logs(keys, run_ids[start : start + DELETE_BATCH])
             return
         # Every log: take the registered runs a batch at a time until none is left.
         while registered := cast(
             "list[bytes]",
-            await self._client.zrange(self._keys.event_runs(), 0, DELETE_BATCH - 1),
+            await self._client.zrange(keys.event_runs(), 0, DELETE_BATCH - 1),
         ):
-            await self._delete_logs([from_utf8(run_id) for run_id in registered])
+            await self._delete_logs(keys, [from_utf8(run_id) for run_id in registered])
 
-    async def _delete_logs(self, run_ids: Sequence[str]) -> None:
-        keys: list[str | bytes] = [self._keys.event_runs()]
+    async def _delete_logs(self, keys: KeySpace, run_ids: Sequence[str]) -> None:
+        names: list[str | bytes] = [keys.event_runs()]
         for run_id in run_ids:
-            keys.extend((self._keys.event_log(run_id), self._keys.event_keys(run_id)))
-        await self._scripts.delete_event_logs(keys=keys, args=[utf8(run_id) for run_id in run_ids])
+            names.extend((keys.event_log(run_id), keys.event_keys(run_id)))
+        await self._scripts.delete_event_logs(keys=names, args=[utf8(run_id) for run_id in run_ids])

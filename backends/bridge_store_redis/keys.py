@@ -5,6 +5,11 @@ tag, so all keys of one substore under one prefix live in one slot and every Lua
 script (which only ever touches one substore) runs on one node. The four substores of
 a prefix hash to four slots, so a cluster can spread them over four shards.
 
+Tenants: tenant ``default`` keeps exactly the layout of stores written before tenants
+existed (``{<prefix>:<substore>}``), so they need no migration; any other tenant's tag
+is ``{<prefix>:<substore>@<tenant>}``. Prefixes cannot hold ``@``, so no tenant's keys
+can be mistaken for another prefix's, and each tenant's substore is still one slot.
+
 Index members are compared by Redis as raw bytes (``ZRANGE ... BYLEX``), so each sort
 key is encoded so that byte order equals the contract's order:
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bridge_store.auth import DEFAULT_TENANT
 from bridge_store.substores import SUBSTORE_NAMES
 
 INT_WIDTH = 16
@@ -66,20 +72,40 @@ def split_terminated(data: bytes) -> tuple[str, bytes]:
 
 @dataclass(frozen=True, slots=True)
 class KeySpace:
-    """The names of every key one prefix uses."""
+    """The names of every key one prefix uses for one tenant."""
 
     prefix: str
+    tenant: str = DEFAULT_TENANT
+
+    def of_tenant(self, tenant: str) -> KeySpace:
+        return KeySpace(self.prefix, tenant)
 
     def tag(self, substore: str) -> str:
-        return f"{{{self.prefix}:{substore}}}"
+        if self.tenant == DEFAULT_TENANT:
+            return f"{{{self.prefix}:{substore}}}"
+        return f"{{{self.prefix}:{substore}@{self.tenant}}}"
 
     def patterns(self) -> list[str]:
-        """SCAN patterns matching every key of this prefix and nothing else.
+        """SCAN patterns matching every key of this prefix, of every tenant, and nothing
+        else.
 
-        Exact because prefixes hold neither braces nor glob characters: the keys of
-        prefix ``a:b`` (``{a:b:agents}...``) do not match prefix ``a``'s patterns.
+        Exact because prefixes hold neither braces, ``@`` nor glob characters: the keys
+        of prefix ``a:b`` (``{a:b:agents}...``) do not match prefix ``a``'s patterns.
         """
-        return [f"{self.tag(substore)}*" for substore in SUBSTORE_NAMES]
+        return [
+            pattern
+            for substore in SUBSTORE_NAMES
+            for pattern in (f"{{{self.prefix}:{substore}}}*", self.tenant_pattern(substore, "*"))
+        ]
+
+    def tenant_pattern(self, substore: str, suffix: str) -> str:
+        """A SCAN pattern for key ``suffix`` of ``substore`` of every tenant but default."""
+        return f"{{{self.prefix}:{substore}@*}}{suffix}"
+
+    def tenant_of(self, key: bytes, substore: str) -> str:
+        """The tenant a key matched by :meth:`tenant_pattern` belongs to."""
+        start = len(f"{{{self.prefix}:{substore}@")
+        return from_utf8(key[start : key.index(b"}", start)])
 
     # Row tables (agents, runs): a hash of documents, a hash of each row's
     # index members (so updates and deletes can find the old ones), one zset per index.

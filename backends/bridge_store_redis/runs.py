@@ -25,7 +25,7 @@ from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import RunPosition, run_position
 from bridge_store.types import Document
 
-from ._rows import Range, RowTable
+from ._rows import Range, RowTable, Tenants
 from .errors import redis_errors
 from .keys import INT_WIDTH, KeySpace, sortable_int, terminated, utf8
 from .scripts import Scripts
@@ -43,26 +43,30 @@ def _order(position: RunPosition) -> tuple[int, str, str]:
 
 class RedisRuns:
     def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
-        self._table = RowTable(client, keys.table("runs", ("turn", "agent", "run")), scripts)
+        self._tables = Tenants(
+            lambda tenant: RowTable(
+                client, keys.of_tenant(tenant).table("runs", ("turn", "agent", "run")), scripts
+            )
+        )
 
     @redis_errors
-    async def get(self, agent_id: str, run_id: str) -> Document | None:
-        raw = await self._table.get(_field(agent_id, run_id))
+    async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
+        raw = await self._tables.of(tenant).get(_field(agent_id, run_id))
         return loads_document(raw) if raw is not None else None
 
     @redis_errors
-    async def create(self, run: Document) -> Document:
-        if not await self._put("create", run):
+    async def create(self, tenant: str, run: Document) -> Document:
+        if not await self._put(tenant, "create", run):
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
         return run
 
     @redis_errors
-    async def update(self, run: Document) -> Document:
-        if not await self._put("update", run):
+    async def update(self, tenant: str, run: Document) -> Document:
+        if not await self._put(tenant, "update", run):
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
         return run
 
-    async def _put(self, mode: Literal["create", "update"], run: Document) -> bool:
+    async def _put(self, tenant: str, mode: Literal["create", "update"], run: Document) -> bool:
         agent_id, run_id = run["agentId"], run["runId"]
         field = _field(agent_id, run_id)
         turn = sortable_int(run["turnNumber"])
@@ -71,48 +75,51 @@ class RedisRuns:
             terminated(agent_id) + turn + terminated(run_id),
             terminated(run_id) + turn + utf8(agent_id),
         ]
-        return await self._table.put(mode, field, dumps(run), members)
+        return await self._tables.of(tenant).put(mode, field, dumps(run), members)
 
     @redis_errors
-    async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None
+    ) -> None:
+        table = self._tables.of(tenant)
         if agent_ids is not None and run_ids is not None:
-            await self._table.remove([_field(a, r) for a in agent_ids for r in run_ids])
+            await table.remove([_field(a, r) for a in agent_ids for r in run_ids])
         elif agent_ids is not None:
             for agent_id in agent_ids:
-                await self._table.remove_range(_BY_AGENT, _agent_span(agent_id, None))
+                await table.remove_range(_BY_AGENT, _agent_span(agent_id, None))
         elif run_ids is not None:
             for run_id in run_ids:
-                await self._table.remove_range(_BY_RUN, _run_span(run_id, None))
+                await table.remove_range(_BY_RUN, _run_span(run_id, None))
         else:
-            await self._table.remove_range(_BY_TURN, Range.starting_with(b"", skip=INT_WIDTH))
+            await table.remove_range(_BY_TURN, Range.starting_with(b"", skip=INT_WIDTH))
 
     @redis_errors
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         run_ids: Sequence[str] | None,
         after: RunPosition | None,
         limit: int,
     ) -> list[Document]:
+        table = self._tables.of(tenant)
         if agent_ids is not None and run_ids is not None:
             # Both filters name rows outright: read them and order them here.
             fields = [_field(a, r) for a in agent_ids for r in run_ids]
-            docs = [
-                loads_document(raw) for raw in await self._table.get_many(fields) if raw is not None
-            ]
+            docs = [loads_document(raw) for raw in await table.get_many(fields) if raw is not None]
             return _merge([docs], after, limit)
         if agent_ids is not None:
             spans = [_agent_span(agent_id, after) for agent_id in agent_ids]
-            pages = await self._table.read(_BY_AGENT, spans, limit=limit)
+            pages = await table.read(_BY_AGENT, spans, limit=limit)
         elif run_ids is not None:
             spans = [_run_span(run_id, after) for run_id in run_ids]
-            pages = await self._table.read(_BY_RUN, spans, limit=limit)
+            pages = await table.read(_BY_RUN, spans, limit=limit)
         else:
             span = Range.starting_with(b"", skip=INT_WIDTH)
             if after is not None:
                 span = span.with_low(b"(" + _turn_member(after))
-            pages = await self._table.read(_BY_TURN, [span], limit=limit)
+            pages = await table.read(_BY_TURN, [span], limit=limit)
         return _merge(
             [
                 [loads_document(row.value) for row in page if row.value is not None]

@@ -242,6 +242,15 @@ class Bucket:
             self._fail("LIST", error)
         return listed[:wanted], len(listed) > wanted
 
+    async def child_names(self, prefix: str) -> list[str]:
+        """The names of the "directories" right under ``prefix`` (which ends in ``/``)."""
+        try:
+            async with self._slots:
+                result = await obstore.list_with_delimiter_async(self._s3, prefix=prefix)
+        except REQUEST_FAILED as error:
+            self._fail("LIST", error)
+        return [common[len(prefix) :].rstrip("/") for common in result["common_prefixes"]]
+
     async def iter_keys(self, prefix: str, *, start_after: str | None = None) -> AsyncIterator[str]:
         """Every key under ``prefix`` (after ``start_after``), ascending, page by page."""
         while True:

@@ -18,7 +18,9 @@ def _position(position: AgentPosition) -> str:
     return Layout.agent_position(position.updated_at, position.agent_id)
 
 
-class S3Agents:
+class TenantAgents:
+    """One tenant's agents: everything under its layout's prefix."""
+
     def __init__(self, bucket: Bucket, layout: Layout) -> None:
         self._bucket = bucket
         self._layout = layout

@@ -8,13 +8,10 @@ import json
 from bridge_store.errors import ConfigurationError
 
 from ._bucket import Bucket
-from .agents import S3Agents
-from .checkpoints import S3Checkpoints
 from .errors import PreconditionFailed
-from .events import S3RunEvents
 from .keys import Layout
-from .runs import S3Runs
 from .settings import S3Settings
+from .tenants import S3Agents, S3Checkpoints, S3RunEvents, S3Runs
 
 #: Version of the key layout, recorded in ``<prefix>bridge-store.json`` so a future
 #: layout change is detected instead of misread.

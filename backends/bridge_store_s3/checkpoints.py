@@ -34,7 +34,9 @@ from .keys import Layout, checked, hex_id, last_segment, unhex_id
 _PAST = "~"
 
 
-class S3Checkpoints:
+class TenantCheckpoints:
+    """One tenant's checkpoints: everything under its layout's prefix."""
+
     def __init__(self, bucket: Bucket, layout: Layout) -> None:
         self._bucket = bucket
         self._layout = layout

@@ -67,7 +67,9 @@ class _RunLocks:
                 self._locks[run_id] = (lock, users - 1)
 
 
-class S3RunEvents:
+class TenantRunEvents:
+    """One tenant's events: everything under its layout's prefix."""
+
     def __init__(self, bucket: Bucket, layout: Layout) -> None:
         self._bucket = bucket
         self._layout = layout

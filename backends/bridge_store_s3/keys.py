@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 
+from bridge_store.auth import DEFAULT_TENANT
 from bridge_store.errors import invalid_argument
 
 #: S3's limit on the UTF-8 length of a key.
@@ -34,6 +35,10 @@ DESCENDING_END = "~"
 PAST_REVS = "~~"
 
 LAYOUT_MARKER = "bridge-store.json"
+#: Tenants other than default live under ``<prefix>tenants/<tenant>/``; default keeps
+#: the prefix itself, as stores written before tenants did. No other key of a prefix
+#: starts with ``tenants/``, so default's listings never reach another tenant's keys.
+TENANTS_DIR = "tenants/"
 
 
 def hex_id(value: str) -> str:
@@ -77,6 +82,15 @@ class Layout:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+
+    def of_tenant(self, tenant: str) -> Layout:
+        """The layout of ``tenant``'s keys (this one's must be the store's own prefix)."""
+        if tenant == DEFAULT_TENANT:
+            return self
+        return Layout(f"{self.prefix}{TENANTS_DIR}{tenant}/")
+
+    def tenants_dir(self) -> str:
+        return self.prefix + TENANTS_DIR
 
     def _key(self, *parts: str) -> str:
         return checked(self.prefix + "/".join(parts))

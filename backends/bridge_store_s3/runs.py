@@ -30,7 +30,9 @@ def _doc_order(version: Version) -> tuple[int, str, str]:
     return _order(run_position(version.doc))
 
 
-class S3Runs:
+class TenantRuns:
+    """One tenant's runs: everything under its layout's prefix."""
+
     def __init__(self, bucket: Bucket, layout: Layout) -> None:
         self._bucket = bucket
         self._layout = layout

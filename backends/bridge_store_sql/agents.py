@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -13,13 +14,14 @@ from bridge_store.types import Document
 
 from . import keyset
 from .engine import Database
-from .filters import one_of
+from .filters import one_of, tenants_of
 from .tables import agents as t
 from .upsert import insert_if_absent
 
 
-def _row(agent: Document) -> dict[str, object]:
+def _row(tenant: str, agent: Document) -> dict[str, object]:
     return {
+        "tenant": tenant,
         "agent_id": agent["agentId"],
         "cwd": agent["cwd"],
         "updated_at": agent["updatedAt"],
@@ -27,8 +29,10 @@ def _row(agent: Document) -> dict[str, object]:
     }
 
 
-def _matching(agent_ids: Sequence[str] | None, cwd: str | None) -> list[sa.ColumnElement[bool]]:
-    conditions: list[sa.ColumnElement[bool]] = []
+def _matching(
+    tenant: str, agent_ids: Sequence[str] | None, cwd: str | None
+) -> list[sa.ColumnElement[bool]]:
+    conditions: list[sa.ColumnElement[bool]] = [t.c.tenant == tenant]
     if agent_ids is not None:
         conditions.append(one_of(t.c.agent_id, agent_ids))
     if cwd is not None:
@@ -37,10 +41,10 @@ def _matching(agent_ids: Sequence[str] | None, cwd: str | None) -> list[sa.Colum
 
 
 def list_query(
-    *, cwd: str | None, after: AgentPosition | None, limit: int
+    tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
 ) -> sa.Select[tuple[str]]:
-    """Newest first; with ``cwd`` the (cwd, updated_at, agent_id) index serves it."""
-    query = sa.select(t.c.doc).where(*_matching(None, cwd))
+    """Newest first; with ``cwd`` the (tenant, cwd, updated_at, agent_id) index serves it."""
+    query = sa.select(t.c.doc).where(*_matching(tenant, None, cwd))
     if after is not None:
         query = query.where(
             keyset.after(
@@ -54,10 +58,12 @@ def list_query(
 
 # Built once with bound parameters: constructing a statement per call and computing
 # its cache key cost about three times the statement's own execution on SQLite.
-_GET = sa.select(t.c.doc).where(t.c.agent_id == sa.bindparam("b_agent_id"))
+_GET = sa.select(t.c.doc).where(
+    t.c.tenant == sa.bindparam("b_tenant"), t.c.agent_id == sa.bindparam("b_agent_id")
+)
 _UPDATE = (
     sa.update(t)
-    .where(t.c.agent_id == sa.bindparam("b_agent_id"))
+    .where(t.c.tenant == sa.bindparam("b_tenant"), t.c.agent_id == sa.bindparam("b_agent_id"))
     .values(
         cwd=sa.bindparam("b_cwd"),
         updated_at=sa.bindparam("b_updated_at"),
@@ -70,23 +76,23 @@ class SqlAgents:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, agent_id: str) -> Document | None:
+    async def get(self, tenant: str, agent_id: str) -> Document | None:
         def work(conn: sa.Connection) -> str | None:
-            return conn.scalar(_GET, {"b_agent_id": agent_id})
+            return conn.scalar(_GET, {"b_tenant": tenant, "b_agent_id": agent_id})
 
         text = await self._db.read(work, what="agents.get")
         return jsontext.loads_document(text) if text is not None else None
 
-    async def create(self, agent: Document) -> Document:
+    async def create(self, tenant: str, agent: Document) -> Document:
         def work(conn: sa.Connection) -> bool:
-            return insert_if_absent(conn, t, _row(agent))
+            return insert_if_absent(conn, t, _row(tenant, agent))
 
         if not await self._db.write(work, what="agents.create", atomic=False, retry=False):
             raise already_exists(f"agent {agent['agentId']} already exists")
         return agent
 
-    async def update(self, agent: Document) -> Document:
-        params = {f"b_{column}": value for column, value in _row(agent).items()}
+    async def update(self, tenant: str, agent: Document) -> Document:
+        params = {f"b_{column}": value for column, value in _row(tenant, agent).items()}
 
         def work(conn: sa.Connection) -> int:
             return conn.execute(_UPDATE, params).rowcount
@@ -95,16 +101,16 @@ class SqlAgents:
             raise not_found(f"agent {agent['agentId']} not found")
         return agent
 
-    async def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
+    async def delete(self, tenant: str, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
         def work(conn: sa.Connection) -> None:
-            conn.execute(sa.delete(t).where(*_matching(agent_ids, cwd)))
+            conn.execute(sa.delete(t).where(*_matching(tenant, agent_ids, cwd)))
 
         await self._db.write(work, what="agents.delete", atomic=False, retry=True)
 
     async def list(
-        self, *, cwd: str | None, after: AgentPosition | None, limit: int
+        self, tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
     ) -> list[Document]:
-        query = list_query(cwd=cwd, after=after, limit=limit)
+        query = list_query(tenant, cwd=cwd, after=after, limit=limit)
 
         def work(conn: sa.Connection) -> list[str]:
             return list(conn.scalars(query))
@@ -112,3 +118,6 @@ class SqlAgents:
         return [
             jsontext.loads_document(text) for text in await self._db.read(work, what="agents.list")
         ]
+
+    async def tenants(self) -> builtins.list[str]:
+        return await self._db.read(tenants_of(t), what="agents.tenants")

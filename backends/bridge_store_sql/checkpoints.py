@@ -7,6 +7,7 @@ no base64 or hex round in between.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -16,15 +17,15 @@ from bridge_store.substores import BlobRef
 
 from . import keyset
 from .engine import Database
-from .filters import one_of
+from .filters import one_of, tenants_of
 from .tables import checkpoint_blobs as t
 from .upsert import insert_if_absent
 
 
 def _matching(
-    agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
+    tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
 ) -> list[sa.ColumnElement[bool]]:
-    conditions: list[sa.ColumnElement[bool]] = []
+    conditions: list[sa.ColumnElement[bool]] = [t.c.tenant == tenant]
     if agent_ids is not None:
         conditions.append(one_of(t.c.agent_id, agent_ids))
     if blob_ids is not None:
@@ -33,6 +34,7 @@ def _matching(
 
 
 def list_query(
+    tenant: str,
     *,
     agent_ids: Sequence[str] | None,
     blob_ids: Sequence[str] | None,
@@ -40,7 +42,7 @@ def list_query(
     limit: int,
 ) -> sa.Select[tuple[str, str]]:
     """Blob refs in (blob_id, agent_id) order; by one agent the primary key serves it."""
-    query = sa.select(t.c.blob_id, t.c.agent_id).where(*_matching(agent_ids, blob_ids))
+    query = sa.select(t.c.blob_id, t.c.agent_id).where(*_matching(tenant, agent_ids, blob_ids))
     if after is not None:
         query = query.where(
             keyset.after((t.c.blob_id, t.c.agent_id), (after.blob_id, after.agent_id))
@@ -49,25 +51,29 @@ def list_query(
 
 
 # Built once with bound parameters (see agents.py).
-_GET = sa.select(t.c.data).where(
-    t.c.agent_id == sa.bindparam("b_agent_id"), t.c.blob_id == sa.bindparam("b_blob_id")
+_KEY = (
+    t.c.tenant == sa.bindparam("b_tenant"),
+    t.c.agent_id == sa.bindparam("b_agent_id"),
+    t.c.blob_id == sa.bindparam("b_blob_id"),
 )
+_GET = sa.select(t.c.data).where(*_KEY)
+_UPDATE = sa.update(t).where(*_KEY).values(data=sa.bindparam("b_data"))
 
 
 class SqlCheckpoints:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, agent_id: str, blob_id: str) -> bytes | None:
-        params = {"b_agent_id": agent_id, "b_blob_id": blob_id}
+    async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
+        params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_blob_id": blob_id}
 
         def work(conn: sa.Connection) -> bytes | None:
             return conn.scalar(_GET, params)
 
         return await self._db.read(work, what="checkpoints.get")
 
-    async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
-        row = {"agent_id": agent_id, "blob_id": blob_id, "data": data}
+    async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
+        row = {"tenant": tenant, "agent_id": agent_id, "blob_id": blob_id, "data": data}
 
         def work(conn: sa.Connection) -> bool:
             return insert_if_absent(conn, t, row)
@@ -75,19 +81,19 @@ class SqlCheckpoints:
         if not await self._db.write(work, what="checkpoints.create", atomic=False, retry=False):
             raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
 
-    async def update(self, agent_id: str, blob_id: str, data: bytes) -> None:
-        statement = (
-            sa.update(t).where(t.c.agent_id == agent_id, t.c.blob_id == blob_id).values(data=data)
-        )
+    async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
+        params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_blob_id": blob_id, "b_data": data}
 
         def work(conn: sa.Connection) -> int:
-            return (conn.execute(statement)).rowcount
+            return (conn.execute(_UPDATE, params)).rowcount
 
         if not await self._db.write(work, what="checkpoints.update", atomic=False, retry=True):
             raise not_found(f"checkpoint blob {blob_id} of agent {agent_id} not found")
 
-    async def delete(self, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None) -> None:
-        statement = sa.delete(t).where(*_matching(agent_ids, blob_ids))
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
+    ) -> None:
+        statement = sa.delete(t).where(*_matching(tenant, agent_ids, blob_ids))
 
         def work(conn: sa.Connection) -> None:
             conn.execute(statement)
@@ -96,16 +102,20 @@ class SqlCheckpoints:
 
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         blob_ids: Sequence[str] | None,
         after: BlobRef | None,
         limit: int,
     ) -> list[BlobRef]:
-        query = list_query(agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit)
+        query = list_query(tenant, agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit)
 
         def work(conn: sa.Connection) -> list[BlobRef]:
             rows = conn.execute(query)
             return [BlobRef(blob_id=row.blob_id, agent_id=row.agent_id) for row in rows]
 
         return await self._db.read(work, what="checkpoints.list")
+
+    async def tenants(self) -> builtins.list[str]:
+        return await self._db.read(tenants_of(t), what="checkpoints.tenants")

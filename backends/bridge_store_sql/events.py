@@ -32,12 +32,13 @@ from .tables import run_events as t
 _APPEND = sa.text(
     """
     WITH counter AS (
-        INSERT INTO run_event_counters AS c (run_id, last_seq) VALUES (:run_id, 1)
-        ON CONFLICT (run_id) DO UPDATE SET last_seq = c.last_seq + 1
+        INSERT INTO run_event_counters AS c (tenant, run_id, last_seq)
+        VALUES (:tenant, :run_id, 1)
+        ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = c.last_seq + 1
         RETURNING last_seq
     )
-    INSERT INTO run_events (run_id, seq, idempotency_key, doc)
-    SELECT :run_id, last_seq, NULL, :doc FROM counter
+    INSERT INTO run_events (tenant, run_id, seq, idempotency_key, doc)
+    SELECT :tenant, :run_id, last_seq, NULL, :doc FROM counter
     RETURNING seq
     """
 ).columns(seq=sa.BigInteger())
@@ -47,15 +48,16 @@ _APPEND = sa.text(
 _APPEND_WITH_KEY = sa.text(
     """
     WITH existing AS (
-        SELECT seq, doc FROM run_events WHERE run_id = :run_id AND idempotency_key = :key
+        SELECT seq, doc FROM run_events
+        WHERE tenant = :tenant AND run_id = :run_id AND idempotency_key = :key
     ), counter AS (
-        INSERT INTO run_event_counters AS c (run_id, last_seq)
-        SELECT :run_id, 1 WHERE NOT EXISTS (SELECT FROM existing)
-        ON CONFLICT (run_id) DO UPDATE SET last_seq = c.last_seq + 1
+        INSERT INTO run_event_counters AS c (tenant, run_id, last_seq)
+        SELECT :tenant, :run_id, 1 WHERE NOT EXISTS (SELECT FROM existing)
+        ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = c.last_seq + 1
         RETURNING last_seq
     ), appended AS (
-        INSERT INTO run_events (run_id, seq, idempotency_key, doc)
-        SELECT :run_id, last_seq, :key, :doc FROM counter
+        INSERT INTO run_events (tenant, run_id, seq, idempotency_key, doc)
+        SELECT :tenant, :run_id, last_seq, :key, :doc FROM counter
         RETURNING seq
     )
     SELECT seq, NULL AS doc FROM appended
@@ -66,24 +68,27 @@ _APPEND_WITH_KEY = sa.text(
 
 
 _BY_KEY = sa.select(t.c.seq, t.c.doc).where(
-    t.c.run_id == sa.bindparam("b_run_id"), t.c.idempotency_key == sa.bindparam("b_key")
+    t.c.tenant == sa.bindparam("b_tenant"),
+    t.c.run_id == sa.bindparam("b_run_id"),
+    t.c.idempotency_key == sa.bindparam("b_key"),
 )
 
 
-def by_key_query(run_id: str, key: str) -> sa.Select[tuple[int, str]]:
+def by_key_query(tenant: str, run_id: str, key: str) -> sa.Select[tuple[int, str]]:
     """The idempotency-key lookup with its parameters bound (for EXPLAIN in tests)."""
-    return _BY_KEY.params(b_run_id=run_id, b_key=key)
+    return _BY_KEY.params(b_tenant=tenant, b_run_id=run_id, b_key=key)
 
 
-def _by_key(conn: sa.Connection, run_id: str, key: str) -> sa.Result[tuple[int, str]]:
-    return conn.execute(_BY_KEY, {"b_run_id": run_id, "b_key": key})
+def _by_key(conn: sa.Connection, tenant: str, run_id: str, key: str) -> sa.Result[tuple[int, str]]:
+    return conn.execute(_BY_KEY, {"b_tenant": tenant, "b_run_id": run_id, "b_key": key})
 
 
 # Built once with bound parameters (see agents.py): a primary-key range scan,
-# (run_id, seq) > (run_id, after_seq).
+# (tenant, run_id, seq) > (tenant, run_id, after_seq).
 _LIST = (
     sa.select(t.c.seq, t.c.doc)
     .where(
+        t.c.tenant == sa.bindparam("b_tenant"),
         t.c.run_id == sa.bindparam("b_run_id"),
         t.c.seq > sa.bindparam("b_after_seq", type_=sa.BigInteger()),
     )
@@ -92,9 +97,11 @@ _LIST = (
 )
 
 
-def list_query(run_id: str, *, after_seq: int, limit: int) -> sa.Select[tuple[int, str]]:
+def list_query(
+    tenant: str, run_id: str, *, after_seq: int, limit: int
+) -> sa.Select[tuple[int, str]]:
     """The list statement with its parameters bound (for EXPLAIN in the plan tests)."""
-    return _LIST.params(b_run_id=run_id, b_after_seq=after_seq, b_limit=limit)
+    return _LIST.params(b_tenant=tenant, b_run_id=run_id, b_after_seq=after_seq, b_limit=limit)
 
 
 # An append answers (seq, None) when it stored the event, or (seq, doc) of the event
@@ -102,9 +109,9 @@ def list_query(run_id: str, *, after_seq: int, limit: int) -> sa.Select[tuple[in
 Appended = tuple[int, str | None]
 
 
-def _append_postgres(conn: sa.Connection, event: Document, doc: str) -> Appended:
+def _append_postgres(conn: sa.Connection, tenant: str, event: Document, doc: str) -> Appended:
     key = event["idempotencyKey"]
-    params: dict[str, Any] = {"run_id": event["runId"], "doc": doc}
+    params: dict[str, Any] = {"tenant": tenant, "run_id": event["runId"], "doc": doc}
     if key is None:
         return (conn.execute(_APPEND, params)).scalar_one(), None
     row = (conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
@@ -117,24 +124,28 @@ def _append_postgres(conn: sa.Connection, event: Document, doc: str) -> Appended
 # insert.
 _APPEND_SQLITE = sa.text(
     """
-    INSERT INTO run_events (run_id, seq, idempotency_key, doc)
-    SELECT :run_id, next_seq, :key, :doc
-    FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS next_seq FROM run_events WHERE run_id = :run_id)
+    INSERT INTO run_events (tenant, run_id, seq, idempotency_key, doc)
+    SELECT :tenant, :run_id, next_seq, :key, :doc
+    FROM (
+        SELECT COALESCE(MAX(seq), 0) + 1 AS next_seq FROM run_events
+        WHERE tenant = :tenant AND run_id = :run_id
+    )
     WHERE NOT EXISTS (
-        SELECT 1 FROM run_events WHERE run_id = :run_id AND idempotency_key = :key
+        SELECT 1 FROM run_events
+        WHERE tenant = :tenant AND run_id = :run_id AND idempotency_key = :key
     )
     RETURNING seq
     """
 ).columns(seq=sa.BigInteger())
 
 
-def _append_sqlite(conn: sa.Connection, event: Document, doc: str) -> Appended:
+def _append_sqlite(conn: sa.Connection, tenant: str, event: Document, doc: str) -> Appended:
     run_id, key = event["runId"], event["idempotencyKey"]
-    params = {"run_id": run_id, "key": key, "doc": doc}
+    params = {"tenant": tenant, "run_id": run_id, "key": key, "doc": doc}
     seq = (conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
     if seq is not None:
         return seq, None
-    existing = _by_key(conn, run_id, key).one()
+    existing = _by_key(conn, tenant, run_id, key).one()
     return existing.seq, existing.doc
 
 
@@ -142,13 +153,13 @@ class SqlRunEvents:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def append(self, event: Document) -> Document:
+    async def append(self, tenant: str, event: Document) -> Document:
         doc = jsontext.dumps_text(event)
         run_id, key = event["runId"], event["idempotencyKey"]
         append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
 
         def work(conn: sa.Connection) -> Appended:
-            return append(conn, event, doc)
+            return append(conn, tenant, event, doc)
 
         try:
             seq, stored = await self._db.write(
@@ -162,7 +173,7 @@ class SqlRunEvents:
                 raise
 
             def winner(conn: sa.Connection) -> tuple[int, str] | None:
-                row = _by_key(conn, run_id, key).one_or_none()
+                row = _by_key(conn, tenant, run_id, key).one_or_none()
                 return (row.seq, row.doc) if row is not None else None
 
             found = await self._db.read(winner, what="runEvents.append")
@@ -172,8 +183,13 @@ class SqlRunEvents:
         # Ours was stored: the event is what we wrote, no need to parse it back.
         return stored_event(event if stored is None else jsontext.loads_document(stored), seq)
 
-    async def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
-        params = {"b_run_id": run_id, "b_after_seq": after_seq, "b_limit": limit}
+    async def list(self, tenant: str, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
+        params = {
+            "b_tenant": tenant,
+            "b_run_id": run_id,
+            "b_after_seq": after_seq,
+            "b_limit": limit,
+        }
 
         def work(conn: sa.Connection) -> list[tuple[int, str]]:
             return [(row.seq, row.doc) for row in conn.execute(_LIST, params)]
@@ -181,11 +197,11 @@ class SqlRunEvents:
         rows = await self._db.read(work, what="runEvents.list")
         return [stored_event(jsontext.loads_document(doc), seq) for seq, doc in rows]
 
-    async def delete(self, run_ids: Sequence[str] | None) -> None:
+    async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         def work(conn: sa.Connection) -> None:
             if self._db.dialect == "sqlite":
                 # No counters on SQLite: a run's next seq is read off its events.
-                conn.execute(sa.delete(t).where(*_runs(t, run_ids)))
+                conn.execute(sa.delete(t).where(*_runs(t, tenant, run_ids)))
                 return
             # Deleting the counters first locks those runs: appends to them wait for our
             # commit. The events are then deleted in a fresh snapshot (READ COMMITTED)
@@ -195,19 +211,23 @@ class SqlRunEvents:
             locked = list(
                 conn.scalars(
                     sa.delete(counters)
-                    .where(*_runs(counters, run_ids))
+                    .where(*_runs(counters, tenant, run_ids))
                     .returning(counters.c.run_id)
                 )
             )
             if locked:
                 conn.execute(
                     sa.delete(t).where(
-                        t.c.run_id == sa.any_(sa.literal(locked, postgresql.ARRAY(sa.Text())))
+                        t.c.tenant == tenant,
+                        t.c.run_id == sa.any_(sa.literal(locked, postgresql.ARRAY(sa.Text()))),
                     )
                 )
 
         await self._db.write(work, what="runEvents.delete", atomic=True, retry=True)
 
 
-def _runs(table: sa.Table, run_ids: Sequence[str] | None) -> list[sa.ColumnElement[bool]]:
-    return [] if run_ids is None else [one_of(table.c.run_id, run_ids)]
+def _runs(
+    table: sa.Table, tenant: str, run_ids: Sequence[str] | None
+) -> list[sa.ColumnElement[bool]]:
+    of_tenant = table.c.tenant == tenant
+    return [of_tenant] if run_ids is None else [of_tenant, one_of(table.c.run_id, run_ids)]

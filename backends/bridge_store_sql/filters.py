@@ -1,8 +1,8 @@
-"""``column IN (ids)`` for id lists of any length."""
+"""``column IN (ids)`` for id lists of any length, and the tenants a table holds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,3 +20,13 @@ def one_of(column: sa.Column[Any], values: Sequence[str]) -> sa.ColumnElement[bo
         f"{column.name}_list", list(values), expanding=True, literal_execute=True
     )
     return column.in_(inlined)
+
+
+def tenants_of(table: sa.Table) -> Callable[[sa.Connection], list[str]]:
+    """A read listing the distinct tenants of ``table`` (its key's first column)."""
+    statement = sa.select(table.c.tenant).distinct()
+
+    def work(conn: sa.Connection) -> list[str]:
+        return list(conn.scalars(statement))
+
+    return work

@@ -67,11 +67,11 @@ def check_known(revision: str | None) -> None:
     )
 
 
-def upgrade(connection: Connection) -> None:
-    """Upgrade to head over ``connection`` (a Database.migrate work function)."""
+def upgrade(connection: Connection, revision: str = "head") -> None:
+    """Upgrade to ``revision`` over ``connection`` (a Database.migrate work function)."""
     check_known(current_revision(connection))
     with _config(connection) as config:
-        command.upgrade(config, "head")
+        command.upgrade(config, revision)
 
 
 def downgrade(connection: Connection, revision: str | None) -> None:

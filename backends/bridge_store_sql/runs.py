@@ -19,8 +19,9 @@ from .tables import runs as t
 from .upsert import insert_if_absent
 
 
-def _row(run: Document) -> dict[str, Any]:
+def _row(tenant: str, run: Document) -> dict[str, Any]:
     return {
+        "tenant": tenant,
         "agent_id": run["agentId"],
         "run_id": run["runId"],
         "turn_number": run["turnNumber"],
@@ -29,9 +30,9 @@ def _row(run: Document) -> dict[str, Any]:
 
 
 def _matching(
-    agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None
+    tenant: str, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None
 ) -> list[sa.ColumnElement[bool]]:
-    conditions: list[sa.ColumnElement[bool]] = []
+    conditions: list[sa.ColumnElement[bool]] = [t.c.tenant == tenant]
     if agent_ids is not None:
         conditions.append(one_of(t.c.agent_id, agent_ids))
     if run_ids is not None:
@@ -40,6 +41,7 @@ def _matching(
 
 
 def list_query(
+    tenant: str,
     *,
     agent_ids: Sequence[str] | None,
     run_ids: Sequence[str] | None,
@@ -51,7 +53,7 @@ def list_query(
     Unfiltered, by one agent or by one run id, an index holds the rows in list order
     (see tables.py), so a page reads ``limit`` index entries wherever the cursor is.
     """
-    query = sa.select(t.c.doc).where(*_matching(agent_ids, run_ids))
+    query = sa.select(t.c.doc).where(*_matching(tenant, agent_ids, run_ids))
     if after is not None:
         query = query.where(
             keyset.after(
@@ -63,12 +65,15 @@ def list_query(
 
 
 # Built once with bound parameters (see agents.py).
-_GET = sa.select(t.c.doc).where(
-    t.c.agent_id == sa.bindparam("b_agent_id"), t.c.run_id == sa.bindparam("b_run_id")
+_KEY = (
+    t.c.tenant == sa.bindparam("b_tenant"),
+    t.c.agent_id == sa.bindparam("b_agent_id"),
+    t.c.run_id == sa.bindparam("b_run_id"),
 )
+_GET = sa.select(t.c.doc).where(*_KEY)
 _UPDATE = (
     sa.update(t)
-    .where(t.c.agent_id == sa.bindparam("b_agent_id"), t.c.run_id == sa.bindparam("b_run_id"))
+    .where(*_KEY)
     .values(turn_number=sa.bindparam("b_turn_number"), doc=sa.bindparam("b_doc"))
 )
 
@@ -77,8 +82,8 @@ class SqlRuns:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, agent_id: str, run_id: str) -> Document | None:
-        params = {"b_agent_id": agent_id, "b_run_id": run_id}
+    async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
+        params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_run_id": run_id}
 
         def work(conn: sa.Connection) -> str | None:
             return conn.scalar(_GET, params)
@@ -86,16 +91,16 @@ class SqlRuns:
         text = await self._db.read(work, what="runs.get")
         return jsontext.loads_document(text) if text is not None else None
 
-    async def create(self, run: Document) -> Document:
+    async def create(self, tenant: str, run: Document) -> Document:
         def work(conn: sa.Connection) -> bool:
-            return insert_if_absent(conn, t, _row(run))
+            return insert_if_absent(conn, t, _row(tenant, run))
 
         if not await self._db.write(work, what="runs.create", atomic=False, retry=False):
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
         return run
 
-    async def update(self, run: Document) -> Document:
-        params = {f"b_{column}": value for column, value in _row(run).items()}
+    async def update(self, tenant: str, run: Document) -> Document:
+        params = {f"b_{column}": value for column, value in _row(tenant, run).items()}
 
         def work(conn: sa.Connection) -> int:
             return conn.execute(_UPDATE, params).rowcount
@@ -104,8 +109,10 @@ class SqlRuns:
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
         return run
 
-    async def delete(self, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None) -> None:
-        statement = sa.delete(t).where(*_matching(agent_ids, run_ids))
+    async def delete(
+        self, tenant: str, agent_ids: Sequence[str] | None, run_ids: Sequence[str] | None
+    ) -> None:
+        statement = sa.delete(t).where(*_matching(tenant, agent_ids, run_ids))
 
         def work(conn: sa.Connection) -> None:
             conn.execute(statement)
@@ -114,13 +121,14 @@ class SqlRuns:
 
     async def list(
         self,
+        tenant: str,
         *,
         agent_ids: Sequence[str] | None,
         run_ids: Sequence[str] | None,
         after: RunPosition | None,
         limit: int,
     ) -> list[Document]:
-        query = list_query(agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit)
+        query = list_query(tenant, agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit)
 
         def work(conn: sa.Connection) -> list[str]:
             return list(conn.scalars(query))

@@ -4,6 +4,9 @@ Each row keeps the whole document as JSON text next to the columns the store fil
 and sorts on, so documents come back exactly as they were given (unknown fields, key
 order, integers) while every list is an index range scan.
 
+Every table is keyed by ``tenant`` first (revision 0002; rows from before it belong to
+tenant ``default``).
+
 Identifier columns compare byte-wise on every dialect (SQLite's default BINARY
 collation; ``COLLATE "C"`` on Postgres) so list order is the same code point order
 everywhere, whatever the database's locale. The migrations in
@@ -24,36 +27,45 @@ def _id() -> sa.types.TypeEngine[str]:
     return sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
 
 
+def _tenant() -> sa.Column[str]:
+    # First in every key and index: a tenant's rows are one contiguous range of each
+    # index, so every query (all of which filter on tenant) stays a range scan.
+    return sa.Column("tenant", _id(), primary_key=True)
+
+
 metadata = sa.MetaData()
 
 agents = sa.Table(
     "agents",
     metadata,
+    _tenant(),
     sa.Column("agent_id", _id(), primary_key=True),
     sa.Column("cwd", _id(), nullable=False),
     sa.Column("updated_at", sa.BigInteger(), nullable=False),
     sa.Column("doc", sa.Text(), nullable=False),
     # List order is (updated_at, agent_id) descending: both indexes are read backwards.
-    sa.Index("ix_agents_order", "updated_at", "agent_id"),
-    sa.Index("ix_agents_cwd_order", "cwd", "updated_at", "agent_id"),
+    sa.Index("ix_agents_order", "tenant", "updated_at", "agent_id"),
+    sa.Index("ix_agents_cwd_order", "tenant", "cwd", "updated_at", "agent_id"),
 )
 
 runs = sa.Table(
     "runs",
     metadata,
+    _tenant(),
     sa.Column("agent_id", _id(), primary_key=True),
     sa.Column("run_id", _id(), primary_key=True),
     sa.Column("turn_number", sa.BigInteger(), nullable=False),
     sa.Column("doc", sa.Text(), nullable=False),
     # One index per way of listing: unfiltered, by agent, by run id.
-    sa.Index("ix_runs_order", "turn_number", "run_id", "agent_id"),
-    sa.Index("ix_runs_agent_order", "agent_id", "turn_number", "run_id"),
-    sa.Index("ix_runs_run_order", "run_id", "turn_number", "agent_id"),
+    sa.Index("ix_runs_order", "tenant", "turn_number", "run_id", "agent_id"),
+    sa.Index("ix_runs_agent_order", "tenant", "agent_id", "turn_number", "run_id"),
+    sa.Index("ix_runs_run_order", "tenant", "run_id", "turn_number", "agent_id"),
 )
 
 run_event_counters = sa.Table(
     "run_event_counters",
     metadata,
+    _tenant(),
     # Postgres: the last seq handed out per run. Appends bump it and insert the event in
     # one statement, so the row lock orders racing appends and a failed append leaves no
     # gap. A run has a counter row exactly when it has events. (SQLite serializes its
@@ -65,6 +77,7 @@ run_event_counters = sa.Table(
 run_events = sa.Table(
     "run_events",
     metadata,
+    _tenant(),
     sa.Column("run_id", _id(), primary_key=True),
     sa.Column("seq", sa.BigInteger(), primary_key=True, autoincrement=False),
     sa.Column("idempotency_key", _id(), nullable=True),
@@ -74,15 +87,18 @@ run_events = sa.Table(
     sa.Column("doc", sa.Text(), nullable=False),
     # Deduplication is the database's job: racing appends with one key cannot both
     # insert. NULL keys never conflict with each other.
-    sa.UniqueConstraint("run_id", "idempotency_key", name="uq_run_events_idempotency_key"),
+    sa.UniqueConstraint(
+        "tenant", "run_id", "idempotency_key", name="uq_run_events_idempotency_key"
+    ),
 )
 
 checkpoint_blobs = sa.Table(
     "checkpoint_blobs",
     metadata,
+    _tenant(),
     sa.Column("agent_id", _id(), primary_key=True),
     sa.Column("blob_id", _id(), primary_key=True),
     sa.Column("data", sa.LargeBinary(), nullable=False),
     # List order is (blob_id, agent_id).
-    sa.Index("ix_checkpoint_blobs_order", "blob_id", "agent_id"),
+    sa.Index("ix_checkpoint_blobs_order", "tenant", "blob_id", "agent_id"),
 )

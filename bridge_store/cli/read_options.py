@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..auth import local_principal
 from ..errors import ConfigurationError, ConnectError
 from ..plugins import get_plugin_manager
 from ..stores import open_stores
@@ -54,7 +55,7 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
     opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
     try:
-        yield HistoryReader(in_process(lambda: opened.stores))
+        yield HistoryReader(in_process(lambda: opened.stores, local_principal()))
     finally:
         await opened.close()
 

@@ -9,6 +9,8 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -16,11 +18,13 @@ import uvicorn
 
 from .. import __version__
 from .._compression import DEFAULT_COMPRESS_MIN_BYTES
+from ..auth import TokenRegistry
 from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from ..errors import ConfigurationError
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
+from ..tokens_file import TOKENS_FILE_ENV, open_registry
 from .settings import add_config_argument
 from .store_options import add_store_arguments, routes_from
 from .tls import add_tls_arguments, uvicorn_tls
@@ -71,6 +75,15 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
             f"read the bearer token from PATH, or generate one into PATH (mode 0600) if it "
             f"does not exist. Env {TOKEN_ENV} takes precedence. With neither, a new token is "
             f"written to ./bridge-store.token"
+        ),
+    )
+    serve.add_argument(
+        "--tokens-file",
+        metavar="PATH",
+        help=(
+            f"named tokens with tenants and scopes (TOML, see 'bridge-store token add'), "
+            f"re-read when it changes and on SIGHUP; instead of the one token of "
+            f"--auth-token-file / {TOKEN_ENV}. Env {TOKENS_FILE_ENV}"
         ),
     )
     serve.add_argument(
@@ -164,10 +177,10 @@ def run(args: argparse.Namespace) -> int:
     # Bad URLs and missing extras are found before a token is written or a port opened.
     resolved = resolve(get_plugin_manager(), routes)
     tls = uvicorn_tls(args)
-    token = load_or_generate(args.auth_token_file, dict(os.environ))
+    registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(
         routes=routes,
-        auth_token=token.value,
+        tokens=registry,
         max_request_bytes=args.max_request_bytes,
         migrate=args.migrate,
         compress_min_bytes=args.gzip_min_bytes,
@@ -182,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
     shown_host = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
     ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
-    if token.generated_file is not None:
-        ready["authTokenFile"] = str(token.generated_file)
+    if generated_token_file is not None:
+        ready["authTokenFile"] = str(generated_token_file)
     server_config = uvicorn.Config(
         app,
         # Logging is configured above; uvicorn only sets its loggers' levels.
@@ -193,6 +206,10 @@ def run(args: argparse.Namespace) -> int:
         **UVICORN_SETTINGS,
         **tls,
     )
+    if registry.path is not None:
+        # Runs on the main thread between two steps of the event loop: the registry
+        # swaps its entries in one assignment, so no call sees half a reload.
+        signal.signal(signal.SIGHUP, lambda signum, frame: registry.reload())
     try:
         return run_announcing(server_config, ready, listener)
     finally:
@@ -210,6 +227,22 @@ def run_announcing(config: uvicorn.Config, ready: dict[str, str], listener: sock
         signal.signal(stop_signal, _stopped)
     server.run(sockets=[listener])
     return 0 if server.started else 1
+
+
+def _token_registry(
+    args: argparse.Namespace, environ: Mapping[str, str]
+) -> tuple[TokenRegistry, Path | None]:
+    """The tokens serve accepts, and the token file it generated, if it did."""
+    tokens_file = args.tokens_file or environ.get(TOKENS_FILE_ENV)
+    if not tokens_file:
+        token = load_or_generate(args.auth_token_file, dict(environ))
+        return TokenRegistry.single(token.value), token.generated_file
+    if args.auth_token_file or environ.get(TOKEN_ENV, "").strip():
+        raise ConfigurationError(
+            f"--tokens-file replaces the one-token shorthand: drop --auth-token-file "
+            f"and {TOKEN_ENV}, or add that token to the tokens file"
+        )
+    return open_registry(Path(tokens_file)), None
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:

@@ -8,6 +8,7 @@ import os
 import uvicorn
 
 from .. import __version__
+from ..auth import TokenRegistry
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(
-        create_ui_app(routes, token.value, manager), log_level="warning", **UVICORN_SETTINGS
+        create_ui_app(routes, TokenRegistry.single(token.value), manager),
+        log_level="warning",
+        **UVICORN_SETTINGS,
     )
     return run_announcing(config, ready, listener)

@@ -103,6 +103,7 @@ def start_serve(
     args: Sequence[str],
     *,
     auth_token: str | None = None,
+    tokens_file: os.PathLike[str] | str | None = None,
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
@@ -111,11 +112,21 @@ def start_serve(
 
     The lower level of :func:`start_sidecar`, for callers that pass serve's own
     options. The token (a new random one unless given) reaches the server through its
-    environment, never its command line.
+    environment, never its command line. With ``tokens_file`` the server takes the
+    named tokens of that file instead, and ``auth_token`` (required then) is the one
+    of them the returned Sidecar calls with.
     """
-    token = auth_token or secrets.token_urlsafe(32)
-    child_env = {**os.environ, **(env or {}), TOKEN_ENV: token}
+    child_env = {**os.environ, **(env or {})}
     argv = [sys.executable, "-m", "bridge_store", "serve", *args]
+    if tokens_file is None:
+        token = auth_token or secrets.token_urlsafe(32)
+        child_env[TOKEN_ENV] = token
+    else:
+        if auth_token is None:
+            raise ValueError("with tokens_file, give the auth_token to call with")
+        token = auth_token
+        child_env.pop(TOKEN_ENV, None)
+        argv += ["--tokens-file", os.fspath(tokens_file)]
     process, pump, ready = start(
         argv,
         child_env,

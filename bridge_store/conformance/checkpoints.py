@@ -9,11 +9,11 @@ from typing import ClassVar
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
-from .base import ConformanceBase
 from .harness import StoreClient, list_all
+from .tenants import CheckpointTenantConformance
 
 
-class CheckpointConformance(ConformanceBase):
+class CheckpointConformance(CheckpointTenantConformance):
     """The checkpoints substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "checkpoints"

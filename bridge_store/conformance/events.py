@@ -7,11 +7,11 @@ from typing import ClassVar
 
 from bridge_store.substores import SubstoreName
 
-from .base import ConformanceBase
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_events
+from .tenants import RunEventTenantConformance
 
 
-class RunEventConformance(ConformanceBase):
+class RunEventConformance(RunEventTenantConformance):
     """The runEvents substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "runEvents"

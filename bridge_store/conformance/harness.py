@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
+from bridge_store.auth import DEFAULT_TENANT, Principal, Scope
 from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
 from bridge_store.stores import Stores
@@ -17,19 +19,36 @@ from bridge_store.types import Document
 UNICODE_TEXT = 'héllo wörld ✓ 日本語 🚀 \u0000 \\ " \n'
 #: The largest integer a JSON number (a double) holds exactly.
 BIG_INT = 2**53
+#: Who the suite calls as unless a test says otherwise.
+DEFAULT_PRINCIPAL = Principal(name="conformance", tenant=DEFAULT_TENANT, scope=Scope.ADMIN)
 
 
 @dataclass
 class StoreClient:
-    """Calls a store the way the server does, with JSON round trips on both sides."""
+    """Calls a store the way the server does, with JSON round trips on both sides.
+
+    Calls are made as ``principal``: an admin of tenant ``default`` unless given.
+    """
 
     stores: Stores
     manager: pluggy.PluginManager
+    principal: Principal = DEFAULT_PRINCIPAL
+
+    def as_tenant(self, tenant: str, scope: Scope = Scope.ADMIN) -> StoreClient:
+        """The same store, called with a token of ``tenant``."""
+        principal = Principal(name=f"conformance-{tenant}", tenant=tenant, scope=scope)
+        return dataclasses.replace(self, principal=principal)
 
     async def call(self, substore: str, method: str, data: Any) -> Any:
         # Round-tripping through JSON catches backends that alias caller memory or
         # return values the wire cannot carry.
-        output, _ = await call_store(self.stores, substore, method, json.loads(json.dumps(data)))
+        output, _ = await call_store(
+            self.stores,
+            substore,
+            method,
+            json.loads(json.dumps(data)),
+            principal=self.principal,
+        )
         return json.loads(json.dumps(output))
 
     async def error(self, substore: str, method: str, data: Any) -> ConnectError:

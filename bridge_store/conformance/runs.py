@@ -7,11 +7,11 @@ from typing import ClassVar
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
-from .base import ConformanceBase
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_all, run
+from .tenants import RunTenantConformance
 
 
-class RunConformance(ConformanceBase):
+class RunConformance(RunTenantConformance):
     """The runs substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "runs"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from starlette.applications import Starlette
 
+from ..auth import Principal, TokenRegistry
 from ..stores import Stores
 from .pages import Context
 from .reader import HistoryReader, in_process
@@ -16,27 +15,23 @@ from .session import Sessions
 from .web import Viewer
 
 
-@dataclass(frozen=True, slots=True)
-class StoreTokenHolder:
-    """Whoever holds the store's bearer token: today, one token reads everything."""
+def token_principal(tokens: TokenRegistry) -> Callable[[str], Awaitable[Principal | None]]:
+    """The principal a presented token stands for (the registry compares in constant
+    time); the viewer reads what that principal's tenant holds."""
 
-
-def token_principal(expected: str) -> Callable[[str], Awaitable[StoreTokenHolder | None]]:
-    """Checks a presented token against the store's token, in constant time."""
-    holder = StoreTokenHolder()
-
-    async def authenticate(token: str) -> StoreTokenHolder | None:
-        return holder if hmac.compare_digest(token.encode(), expected.encode()) else None
+    async def authenticate(token: str) -> Principal | None:
+        return tokens.resolve(token.encode("utf-8"))
 
     return authenticate
 
 
-def create_viewer(stores: Callable[[], Stores], auth_token: str) -> Starlette:
+def create_viewer(stores: Callable[[], Stores], tokens: TokenRegistry) -> Starlette:
     """The viewer over the stores ``stores()`` returns (asked per request: they open later)."""
-    reader = HistoryReader(in_process(stores))
 
-    def context_for(principal: StoreTokenHolder) -> Context:
+    def context_for(principal: Principal) -> Context:
+        # Reads go through dispatch as the principal: its tenant, its scope.
+        reader = HistoryReader(in_process(stores, principal))
         return Context(reader=reader, searcher=searcher_for(stores(), reader))
 
-    sessions = Sessions.with_new_secret(token_principal(auth_token))
+    sessions = Sessions.with_new_secret(token_principal(tokens))
     return Viewer(sessions, context_for).app()

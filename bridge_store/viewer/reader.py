@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from ..auth import Principal
 from ..connect import CALL_STORE_PATH
 from ..dispatch import call_store
 from ..errors import Code, ConnectError, unavailable
@@ -130,15 +131,16 @@ class HistoryReader:
             after = page.next
 
 
-def in_process(stores: Callable[[], Stores]) -> CallStoreFn:
-    """CallStore reads through the dispatch layer, as the server runs them.
+def in_process(stores: Callable[[], Stores], principal: Principal) -> CallStoreFn:
+    """CallStore reads through the dispatch layer, as the server runs them, made as
+    ``principal`` (so of its tenant only).
 
     ``stores`` is asked on every call: the server opens its stores in its lifespan,
     after the viewer is built.
     """
 
     async def call(substore: str, method: str, data: Document) -> Document | None:
-        output, _ = await call_store(stores(), substore, method, data)
+        output, _ = await call_store(stores(), substore, method, data, principal=principal)
         return output
 
     return call

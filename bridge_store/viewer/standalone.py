@@ -15,13 +15,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from ..auth import TokenRegistry
 from ..errors import unavailable
 from ..stores import Routes, Stores, open_stores
 from . import UI_PATH
 from .app import create_viewer
 
 
-def create_ui_app(routes: Routes, auth_token: str, manager: pluggy.PluginManager) -> Starlette:
+def create_ui_app(
+    routes: Routes, tokens: TokenRegistry, manager: pluggy.PluginManager
+) -> Starlette:
     serving: list[Stores] = []
 
     def stores() -> Stores:
@@ -50,7 +53,7 @@ def create_ui_app(routes: Routes, auth_token: str, manager: pluggy.PluginManager
             Route("/", home, methods=["GET"]),
             Route(UI_PATH, home, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Mount(UI_PATH, create_viewer(stores, auth_token)),
+            Mount(UI_PATH, create_viewer(stores, tokens)),
         ],
         lifespan=lifespan,
     )

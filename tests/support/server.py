@@ -6,6 +6,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -115,18 +116,30 @@ class ServerProcess:
 
 
 def start_server(
-    *args: str, env: Mapping[str, str] | None = None, token: str | None = None
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    token: str | None = None,
+    tokens_file: Path | None = None,
 ) -> ServerProcess:
-    """Start ``bridge-store serve --port 0 *args`` and wait for its ready line."""
-    return ServerProcess(start_serve(["--port", "0", *args], auth_token=token, env=env))
+    """Start ``bridge-store serve --port 0 *args`` and wait for its ready line.
+
+    With ``tokens_file`` the server takes its named tokens, and ``token`` is the one
+    the returned client calls with.
+    """
+    return ServerProcess(
+        start_serve(["--port", "0", *args], auth_token=token, tokens_file=tokens_file, env=env)
+    )
 
 
 @contextmanager
 def serve(
-    *args: str, env: Mapping[str, str] | None = None, token: str | None = None
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    token: str | None = None,
+    tokens_file: Path | None = None,
 ) -> Iterator[ServerProcess]:
     """``start_server`` as a context manager that stops the server on exit."""
-    server = start_server(*args, env=env, token=token)
+    server = start_server(*args, env=env, token=token, tokens_file=tokens_file)
     try:
         yield server
     finally:

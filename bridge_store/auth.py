@@ -1,0 +1,207 @@
+"""Who is calling: principals, scopes, tenants, and the registry that resolves tokens.
+
+A bearer token resolves to a :class:`Principal`: the token's name (for logs and
+metrics, never the token), the tenant whose items it reads and writes, and its scope.
+Tokens are kept only as SHA-256 digests (:mod:`bridge_store.tokens_file` reads and
+writes them). The one-token shorthand (``BRIDGE_STORE_AUTH_TOKEN`` or
+``--auth-token-file``) is a registry of one entry: tenant ``default``, scope ``admin``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+#: The tenant of everything stored before tenants existed, and of the one-token shorthand.
+DEFAULT_TENANT = "default"
+#: Tenant names end up in SQL values, Redis hash tags and S3 key segments: lowercase
+#: letters, digits, ``-`` and ``_`` are safe in all three without quoting or escaping.
+TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+#: Token names appear in logs and metric labels; the same conservative alphabet plus
+#: ``.`` and ``@`` (``alice@laptop``, ``ci.nightly``).
+TOKEN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+#: The name the one-token shorthand's principal carries in logs.
+SHORTHAND_TOKEN_NAME = "auth-token"  # noqa: S105 - a name, not a secret
+#: A changed tokens file is noticed at the first call after this many seconds, so a
+#: revoked token is refused within this bound (plus the time of one call).
+RELOAD_CHECK_SECONDS = 1.0
+
+
+class Scope(enum.Enum):
+    """What a token may do; each scope includes the ones before it."""
+
+    READ = "read"  # get and list only
+    WRITE = "write"  # everything the bridge does
+    ADMIN = "admin"  # also the administrative commands (prune, export)
+
+    def allows(self, needed: Scope) -> bool:
+        return _RANK[self] >= _RANK[needed]
+
+
+_RANK = {Scope.READ: 0, Scope.WRITE: 1, Scope.ADMIN: 2}
+
+
+def is_valid_tenant(name: str) -> bool:
+    return TENANT_PATTERN.fullmatch(name) is not None
+
+
+def check_tenant(name: str) -> str:
+    """``name`` if it is a valid tenant name; ValueError naming the rule otherwise."""
+    if not is_valid_tenant(name):
+        raise ValueError(
+            f"tenant {name[:80]!r} must be 1-63 characters of a-z, 0-9, '-' and '_', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller a token stands for."""
+
+    name: str
+    tenant: str
+    scope: Scope
+
+
+def local_principal(tenant: str = DEFAULT_TENANT) -> Principal:
+    """Who a command acts as when it opens the stores itself (``keys rotate``, reading
+    history from a store URL): whoever holds the backends' credentials can do anything
+    anyway, so an admin of ``tenant``."""
+    return Principal(name="local", tenant=check_tenant(tenant), scope=Scope.ADMIN)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEntry:
+    """A token as the server knows it: its digest, never the token itself."""
+
+    name: str
+    sha256: bytes
+    tenant: str
+    scope: Scope
+
+    @property
+    def principal(self) -> Principal:
+        return Principal(name=self.name, tenant=self.tenant, scope=self.scope)
+
+
+def token_digest(token: str | bytes) -> bytes:
+    raw = token.encode("utf-8") if isinstance(token, str) else token
+    return hashlib.sha256(raw).digest()
+
+
+def _match(entries: Sequence[TokenEntry], presented: bytes) -> TokenEntry | None:
+    """The entry whose digest is ``presented``'s, comparing against every entry.
+
+    Digests have one length whatever was presented, every entry is compared (no early
+    exit) and compare_digest takes the same time for a match and a miss: the time
+    taken reveals neither which entry matched nor how close a guess came.
+    """
+    digest = hashlib.sha256(presented).digest()
+    found: TokenEntry | None = None
+    for entry in entries:
+        if hmac.compare_digest(digest, entry.sha256):
+            found = entry
+    return found
+
+
+class TokenRegistry:
+    """The tokens a server accepts, re-read from their file when it changes.
+
+    ``loader`` parses the file (``tokens_file.load_entries``); a registry without a
+    path (the one-token shorthand) never reloads. A reload that fails keeps the
+    previous entries and logs why; the log never holds a token or a digest.
+    """
+
+    def __init__(
+        self,
+        entries: Sequence[TokenEntry],
+        *,
+        path: Path | None = None,
+        loader: Callable[[Path], list[TokenEntry]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if path is not None and loader is None:
+            raise ValueError("a registry with a path needs a loader")
+        self._entries: tuple[TokenEntry, ...] = tuple(entries)
+        self._path = path
+        self._loader = loader
+        self._clock = clock
+        self._stamp = _stamp(path) if path is not None else None
+        self._checked_at = clock()
+        # Reloads come from calls on the event loop and from SIGHUP; one at a time.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def single(cls, token: str) -> TokenRegistry:
+        """The one-token shorthand: tenant ``default``, scope ``admin``."""
+        entry = TokenEntry(
+            name=SHORTHAND_TOKEN_NAME,
+            sha256=token_digest(token),
+            tenant=DEFAULT_TENANT,
+            scope=Scope.ADMIN,
+        )
+        return cls([entry])
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    @property
+    def entries(self) -> tuple[TokenEntry, ...]:
+        return self._entries
+
+    def resolve(self, token: bytes) -> Principal | None:
+        """The principal ``token`` stands for, or None; notices a changed file first."""
+        self._reload_if_changed()
+        entry = _match(self._entries, token)
+        return entry.principal if entry is not None else None
+
+    def reload(self) -> bool:
+        """Re-read the file now (SIGHUP); True if the new entries were taken."""
+        if self._path is None or self._loader is None:
+            return False
+        with self._lock:
+            stamp = _stamp(self._path)
+            try:
+                entries = self._loader(self._path)
+            except ConfigurationError as error:
+                logger.error("tokens file not reloaded, the previous tokens stay: %s", error)
+                self._stamp = stamp  # do not retry (and log) until it changes again
+                return False
+            self._entries = tuple(entries)
+            self._stamp = stamp
+        logger.info("tokens file %s reloaded: %d tokens", self._path, len(entries))
+        return True
+
+    def _reload_if_changed(self) -> None:
+        if self._path is None:
+            return
+        now = self._clock()
+        if now - self._checked_at < RELOAD_CHECK_SECONDS:
+            return
+        self._checked_at = now
+        if _stamp(self._path) != self._stamp:
+            self.reload()
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is rewritten: modification time, size and inode."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size, status.st_ino)
