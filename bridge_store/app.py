@@ -22,6 +22,7 @@ from .metrics import BackendView, Metrics, MetricsEndpoint
 from .observe import CallObserver
 from .plugins import get_plugin_manager
 from .readiness import READY_PATH, ServedBackend, readiness_report
+from .sealed_stores import seal_stores
 from .stores import ResolvedStores, Stores, resolve
 from .types import Answer
 
@@ -99,7 +100,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         opened = await backends.start(migrate=config.migrate)
-        serving.append(opened.stores if metrics is None else metrics.counts.metered(opened.stores))
+        # Secrets are sealed closest to the backends; metrics count what clients see.
+        stores = seal_stores(opened.stores, config.keyring)
+        serving.append(stores if metrics is None else metrics.counts.metered(stores))
         try:
             yield
         finally:

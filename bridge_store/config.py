@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ._compression import DEFAULT_COMPRESS_MIN_BYTES
 from .auth import TokenRegistry
+from .encryption import Keyring
 from .errors import ConfigurationError
 from .stores import Routes
 
@@ -23,7 +24,8 @@ class ServerConfig:
 
     Callers authenticate with ``tokens`` (named tokens with tenants and scopes) or,
     the one-token shorthand, ``auth_token`` (tenant ``default``, scope ``admin``);
-    exactly one of the two is given.
+    exactly one of the two is given. With ``keyring``, sdkMetadata and checkpoint blobs
+    are encrypted before they reach any backend.
     ``migrate`` brings SQL schemas to the latest revision when the server starts.
     ``compress_min_bytes``: gzip responses at least this large when the client accepts
     it; 0 never compresses.
@@ -35,6 +37,7 @@ class ServerConfig:
     routes: Routes
     auth_token: str | None = None
     tokens: TokenRegistry | None = None
+    keyring: Keyring | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     migrate: bool = True
     compress_min_bytes: int = DEFAULT_COMPRESS_MIN_BYTES

@@ -1,10 +1,11 @@
 """The ``bridge-store`` command line: one module per command, composed here.
 
 ``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
-current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), the history
-commands ``agents``, ``runs`` and ``transcript`` (reading as :mod:`.read_options`
-says), ``ui`` (:mod:`.ui`) and ``config show`` (:mod:`.config`); the storage flags
-they share are in :mod:`.store_options`, serve's config file in :mod:`.settings`.
+current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
+generate|rotate`` (:mod:`.keys`), the history commands ``agents``, ``runs`` and
+``transcript`` (reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and
+``config show`` (:mod:`.config`); the storage flags they share are in
+:mod:`.store_options`, serve's config file in :mod:`.settings`.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 """
 
@@ -17,7 +18,7 @@ from typing import Protocol
 
 from .. import __version__
 from ..errors import ConfigurationError
-from . import agents, bridge, config, db, runs, serve, token, transcript, ui
+from . import agents, bridge, config, db, keys, runs, serve, token, transcript, ui
 from .settings import apply_config_file
 
 
@@ -37,6 +38,7 @@ COMMANDS: dict[str, Command] = {
     "bridge": bridge,
     "db": db,
     "token": token,
+    "keys": keys,
     "agents": agents,
     "runs": runs,
     "transcript": transcript,

@@ -20,11 +20,13 @@ from .. import __version__
 from .._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..auth import TokenRegistry
 from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
+from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
 from ..tokens_file import TOKENS_FILE_ENV, open_registry
+from .keys import keyring_from
 from .settings import add_config_argument
 from .store_options import add_store_arguments, routes_from
 from .tls import add_tls_arguments, uvicorn_tls
@@ -84,6 +86,15 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
             f"named tokens with tenants and scopes (TOML, see 'bridge-store token add'), "
             f"re-read when it changes and on SIGHUP; instead of the one token of "
             f"--auth-token-file / {TOKEN_ENV}. Env {TOKENS_FILE_ENV}"
+        ),
+    )
+    serve.add_argument(
+        "--encryption-key-file",
+        metavar="PATH",
+        help=(
+            f"encrypt sdkMetadata and checkpoint blobs at rest (AES-256-GCM) with the keys "
+            f"in PATH, one per line: the first encrypts, all decrypt (see 'bridge-store keys'). "
+            f"Env {KEY_FILE_ENV}"
         ),
     )
     serve.add_argument(
@@ -181,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     config = ServerConfig(
         routes=routes,
         tokens=registry,
+        keyring=keyring_from(args, os.environ),
         max_request_bytes=args.max_request_bytes,
         migrate=args.migrate,
         compress_min_bytes=args.gzip_min_bytes,

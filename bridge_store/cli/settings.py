@@ -17,6 +17,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
 from ..tokens_file import TOKENS_FILE_ENV
 from .store_options import STORE_FLAG_ENV
@@ -24,7 +25,11 @@ from .store_options import STORE_FLAG_ENV
 #: Settings read from an environment variable when their flag is not given; each
 #: variable wins over the config file. An option that reads one must be listed here
 #: (tests/test_config.py checks serve's help against it).
-SETTING_ENV: dict[str, str] = {**STORE_FLAG_ENV, "tokens_file": TOKENS_FILE_ENV}
+SETTING_ENV: dict[str, str] = {
+    **STORE_FLAG_ENV,
+    "tokens_file": TOKENS_FILE_ENV,
+    "encryption_key_file": KEY_FILE_ENV,
+}
 
 #: The option that names the file; it is not a setting itself.
 CONFIG_DEST = "config"

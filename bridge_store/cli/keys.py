@@ -1,0 +1,92 @@
+"""``bridge-store keys generate|rotate``: encryption keys and re-encrypting under them.
+
+``generate`` puts a new random key first in the key file (created 0600): servers
+started with it seal new items with that key and still open items sealed with the
+others. ``rotate`` then re-encrypts everything already stored under the first key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..encryption import KEY_FILE_ENV, Keyring, load_keyring, new_key_line
+from ..errors import ConfigurationError
+from ..plugins import get_plugin_manager
+from ..rotation import rotate
+from ..stores import resolve
+from ..tokens import write_private
+from .store_options import add_store_arguments, routes_from
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    keys = commands.add_parser(
+        "keys",
+        help="manage encryption keys",
+        description=(
+            "Manage the keys that encrypt sdkMetadata and checkpoint blobs at rest "
+            "(serve --encryption-key-file): one per line, the first encrypts, all decrypt."
+        ),
+    )
+    actions = keys.add_subparsers(dest="action", required=True, metavar="COMMAND")
+    generate = actions.add_parser(
+        "generate", help="put a new random key first in the key file (created 0600)"
+    )
+    rotate_parser = actions.add_parser(
+        "rotate",
+        help="re-encrypt every stored item of every tenant under the first key",
+        description=(
+            "Re-encrypt every agent's sdkMetadata and every checkpoint blob, of every "
+            "tenant, under the first key of the key file, including items stored before "
+            "encryption was on. Items already under it are skipped: an interrupted run is "
+            "resumed by running it again."
+        ),
+    )
+    add_store_arguments(rotate_parser)
+    for parser in (generate, rotate_parser):
+        parser.add_argument(
+            "--encryption-key-file", metavar="PATH", help=f"the key file (env {KEY_FILE_ENV})"
+        )
+
+
+def keyring_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Keyring | None:
+    """The keyring of ``--encryption-key-file`` (or its environment variable), if any."""
+    path = args.encryption_key_file or environ.get(KEY_FILE_ENV)
+    return load_keyring(Path(path)) if path else None
+
+
+def run(args: argparse.Namespace) -> int:
+    path = args.encryption_key_file or os.environ.get(KEY_FILE_ENV)
+    if not path:
+        raise ConfigurationError(f"name the key file: --encryption-key-file PATH or {KEY_FILE_ENV}")
+    if args.action == "generate":
+        return _generate(Path(path))
+    return asyncio.run(_rotate(args, load_keyring(Path(path))))
+
+
+def _generate(path: Path) -> int:
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    if existing:
+        load_keyring(path)  # refuse to add to a file that does not parse
+    line = new_key_line()
+    write_private(path, (line + "\n" + existing).rstrip("\n"))
+    print(f"new key {line.rsplit(' ', 1)[1]} is first in {path}")
+    return 0
+
+
+async def _rotate(args: argparse.Namespace, keyring: Keyring) -> int:
+    resolved = resolve(get_plugin_manager(), routes_from(args))
+    opened = await resolved.start(migrate=False)
+    try:
+        report = await rotate(opened.stores, keyring)
+    finally:
+        await opened.close()
+    print(
+        f"re-encrypted under key {keyring.current_id.hex()}: {report.agents_rewritten} agents "
+        f"({report.agents_current} already were), {report.blobs_rewritten} blobs "
+        f"({report.blobs_current} already were)"
+    )
+    return 0
