@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from . import audit
 from . import contract as c
 from .auth import Principal, Scope
 from .errors import Code, ConnectError
@@ -277,4 +278,7 @@ async def call_store(
         data = {}
     elif not isinstance(data, dict):
         raise ConnectError(Code.INVALID_ARGUMENT, "input must be an object")
-    return await handler(stores, principal.tenant, data), handler not in INCOMPRESSIBLE
+    output = await handler(stores, principal.tenant, data)
+    if audit.is_destructive(substore, method, data):
+        audit.record(principal, substore, method, data)
+    return output, handler not in INCOMPRESSIBLE
