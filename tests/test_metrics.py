@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge_store.app import METRICS_PATH, create_app
+from bridge_store.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.dispatch import HANDLERS
@@ -141,6 +142,21 @@ def test_metrics_need_the_token_unless_public() -> None:
         assert wrong.status_code == 401
     with running(create_app(app_config(metrics_public=True))) as base_url:
         assert "bridge_store_calls_total" in {name for (name, _) in scrape(base_url, {})}
+
+
+def test_with_named_tokens_only_an_admin_token_reads_metrics() -> None:
+    # Metrics cover every tenant: a write or read token of one tenant is refused.
+    entries = [
+        TokenEntry("ops", token_digest("ops-token-0123456789"), "ops", Scope.ADMIN),
+        TokenEntry("alice", token_digest("alice-token-0123456789"), "team-a", Scope.WRITE),
+    ]
+    config = ServerConfig(routes=Routes.single("memory://"), tokens=TokenRegistry(entries))
+    with running(create_app(config)) as base_url:
+        assert scrape(base_url, {"authorization": "Bearer ops-token-0123456789"})
+        refused = httpx.get(
+            base_url + METRICS_PATH, headers={"authorization": "Bearer alice-token-0123456789"}
+        )
+        assert refused.status_code == 401
 
 
 def test_metrics_off_serves_no_endpoint() -> None:
