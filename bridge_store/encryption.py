@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ KEY_BYTES = 32
 _HEADER = len(MAGIC) + 1 + KEY_ID_BYTES
 #: Starts every sealed sdkMetadata (a string where a plain one is an object).
 TEXT_MAGIC = "bridge-store-sealed:v1:"
+logger = logging.getLogger(__name__)
+
 #: Names the key file when ``--encryption-key-file`` is not given.
 KEY_FILE_ENV = "BRIDGE_STORE_ENCRYPTION_KEY_FILE"
 
@@ -209,6 +212,12 @@ def load_keyring(path: Path) -> Keyring:
             ) from None
     if not keys:
         raise ConfigurationError(f"{path} holds no key: run 'bridge-store keys generate'")
+    if path.stat().st_mode & 0o077:
+        # Served anyway (a start-up refusal would be a worse outage than the warning),
+        # but the key file plus a copy of the data is the whole history.
+        logger.warning(
+            "encryption key file %s is readable by other users: chmod 600 %s", path, path
+        )
     return Keyring(keys)
 
 

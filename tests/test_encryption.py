@@ -164,3 +164,18 @@ def test_keys_generate_puts_a_new_key_first_in_a_private_file(
     assert ring.current_id.hex() != first
     key_lines = [line for line in path.read_text().splitlines() if line.strip()]
     assert all(line.split()[0] not in capsys.readouterr().out for line in key_lines)
+
+
+def test_a_key_file_others_can_read_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "keys"
+    path.write_text(KEY_A.hex() + "\n")
+    path.chmod(0o600)
+    load_keyring(path)
+    assert not caplog.records
+    path.chmod(0o644)
+    load_keyring(path)
+    [record] = caplog.records
+    assert "readable by other users: chmod 600" in record.getMessage()
+    assert KEY_A.hex() not in caplog.text
