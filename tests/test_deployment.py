@@ -1,9 +1,11 @@
 """docker-compose.yml and the Dockerfile stay in step with the CLI and the package.
 
-No Docker engine runs here, so the compose file is checked as data: every command of
-the project's image parses with the real CLI parser, every BRIDGE_STORE_* variable is
+No Docker engine runs here, so both are checked as data: every command of the
+project's image parses with the real CLI parser, every BRIDGE_STORE_* variable is
 one the CLI reads and names in its help, store URLs resolve to installed backends,
-and the services' dependencies, health checks and ports fit together.
+the services' dependencies, health checks and ports fit together, images are pinned,
+and the health checks, run against real servers, pass only when serve is ready.
+deploy/kubernetes is checked the same way by tests/test_kubernetes.py.
 """
 
 from __future__ import annotations
@@ -11,21 +13,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import re
 import tomllib
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from bridge_store.cli import build_parser
-from bridge_store.cli.store_options import STORE_FLAG_ENV, routes_from
+from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 from bridge_store.plugins import get_plugin_manager
+from bridge_store.readiness import READY_PATH
 from bridge_store.stores import resolve
-from bridge_store.tokens import TOKEN_ENV
+from bridge_store.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
+from tests.support.dockerfile import ROOT, Dockerfile
+from tests.support.probes import LOOPBACK_URL, ProbeTargets, probe_targets
 
-ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 SIDECAR_PAIRS = {"bridge-alice": "store-alice", "bridge-bob": "store-bob"}
@@ -147,9 +154,7 @@ def test_the_checkpoint_bucket_is_created_and_redis_persists() -> None:
 
 def test_dockerfile_copies_every_packaged_directory() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    package_dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-dir"
-    ]
+    package_dirs = PYPROJECT["tool"]["setuptools"]["package-dir"]
     top_dirs = {path.split("/")[0] for path in package_dirs.values()}
     for directory in top_dirs:
         assert f"COPY {directory} ./{directory}" in dockerfile, directory
@@ -158,3 +163,83 @@ def test_dockerfile_copies_every_packaged_directory() -> None:
     assert extras is not None
     # The image runs the bridge too.
     assert "client" in extras.group(1).split(",")
+
+
+# -- the image ------------------------------------------------------------------------
+
+DOCKERFILE = Dockerfile.read()
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProbeTargets]:
+    with probe_targets(tmp_path_factory.mktemp("probes")) as servers:
+        yield servers
+
+
+def test_the_base_image_is_pinned_to_a_python_the_project_supports() -> None:
+    (base,) = DOCKERFILE.all("FROM")
+    pinned = re.fullmatch(r"python:(\d+)\.(\d+)\.(\d+)-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base)
+    assert pinned, f"FROM {base} is not pinned to a full Python version"
+    requires = PYPROJECT["project"]["requires-python"]
+    minimum = re.fullmatch(r">=(\d+)\.(\d+)", requires)
+    assert minimum is not None
+    assert (int(pinned[1]), int(pinned[2])) >= (int(minimum[1]), int(minimum[2]))
+
+
+def test_the_image_keeps_its_history_on_a_volume_owned_by_a_fixed_non_root_user() -> None:
+    uid = DOCKERFILE.uid
+    assert uid > 0
+    (volume,) = json.loads(DOCKERFILE.last("VOLUME"))
+    install = " ".join(DOCKERFILE.all("RUN"))
+    assert f"useradd --uid {uid}" in install
+    assert f"chown {uid}:{uid} {volume}" in install
+    # serve's relative defaults (the SQLite file, a generated token) land on the volume.
+    assert DOCKERFILE.last("WORKDIR") == volume
+    assert DEFAULT_STORE_URL.startswith("sqlite:///")
+    assert not DEFAULT_STORE_URL.startswith("sqlite:////")
+    assert "/" not in DEFAULT_TOKEN_FILE
+    # An ENV would beat a --config file; the default store comes from the directory.
+    assert not [env for env in DOCKERFILE.all("ENV") if "BRIDGE_STORE_" in env]
+
+
+def test_the_image_serves_on_the_port_it_exposes() -> None:
+    assert DOCKERFILE.exec_form("ENTRYPOINT") == ["bridge-store"]
+    args = build_parser().parse_args(DOCKERFILE.exec_form("CMD"))
+    assert (args.command, args.host) == ("serve", "0.0.0.0")
+    assert DOCKERFILE.all("EXPOSE") == [str(args.port)]
+
+
+def test_the_health_check_asks_readyz_and_follows_readiness(targets: ProbeTargets) -> None:
+    command = DOCKERFILE.exec_form("HEALTHCHECK")
+    asked = LOOPBACK_URL.search(command[-1])
+    assert asked is not None
+    args = build_parser().parse_args(DOCKERFILE.exec_form("CMD"))
+    assert (int(asked["port"]), asked["path"]) == (args.port, READY_PATH)
+    # The standard library only: the image has no curl.
+    assert command[:2] == ["python", "-c"]
+    assert targets.run_command(targets.ready, command) == 0
+    assert targets.run_command(targets.unready, command) != 0
+
+
+# -- compose --------------------------------------------------------------------------
+
+#: A version tag: numbers (16.10, 7.4.6) or MinIO's release stamps.
+VERSION_TAG = re.compile(r"\d+(\.\d+)+|RELEASE\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ")
+
+
+def test_compose_images_are_pinned_to_versions() -> None:
+    images = {name: svc["image"] for name, svc in SERVICES.items() if "image" in svc}
+    assert images
+    for name, image in images.items():
+        _, _, tag = image.rpartition(":")
+        assert VERSION_TAG.fullmatch(tag), f"{name}: {image} is not pinned to a version"
+
+
+def test_compose_store_servers_are_healthy_when_ready(targets: ProbeTargets) -> None:
+    for name, service in own_image_services().items():
+        if service["command"][0] != "serve":
+            continue
+        command = service["healthcheck"]["test"][1:]
+        assert LOOPBACK_URL.search(command[-1])["path"] == READY_PATH, name  # type: ignore[index]
+        assert targets.run_command(targets.ready, command) == 0, name
+        assert targets.run_command(targets.unready, command) != 0, name
