@@ -34,9 +34,18 @@ def load_or_generate(token_file: str | None, environ: dict[str, str]) -> AuthTok
     path = Path(token_file or DEFAULT_TOKEN_FILE)
     if token_file is not None and path.exists():
         return AuthToken(read_token_file(path))
-    value = secrets.token_urlsafe(32)
+    value = new_token()
     write_private(path, value)
     return AuthToken(value, generated_file=path.resolve())
+
+
+def new_token() -> str:
+    """A random bearer token, 256 bits in hex (serve's, the launcher's, ``token add``'s).
+
+    Not base64url: one such token in 64 starts with "-", and the bridge of cursor-sdk
+    0.1.9 takes a "-" after --store-callback-auth-token for a missing value.
+    """
+    return secrets.token_hex(32)
 
 
 def read_auth_token(token_file: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str:

@@ -15,7 +15,6 @@ re-reads the file when it changes (see :class:`bridge_store.auth.TokenRegistry`)
 
 from __future__ import annotations
 
-import secrets
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from .auth import (
     token_digest,
 )
 from .errors import ConfigurationError
-from .tokens import write_private
+from .tokens import new_token, write_private
 
 #: Names the tokens file when ``--tokens-file`` is not given.
 TOKENS_FILE_ENV = "BRIDGE_STORE_TOKENS_FILE"
@@ -130,7 +129,7 @@ def _existing(path: Path) -> list[TokenEntry]:
 def add_token(path: Path, name: str, *, tenant: str, scope: Scope) -> str:
     """Append a new random token's entry to ``path`` (created 0600); the token."""
     entries = _existing(path)
-    token = secrets.token_urlsafe(32)
+    token = new_token()
     entry = TokenEntry(name=name, sha256=token_digest(token), tenant=tenant, scope=scope)
     # Checked the same way the server will read it back.
     new = parse_entries(render([*entries, entry]), str(path))

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import httpx
 import pytest
 
 from bench.cursor_api import MODEL_ID, CursorApiStub
+from bridge_store.auth import Scope
 from bridge_store.cli.bridge import bridge_main
 from bridge_store.client import (
     BRIDGE_READY_PREFIX,
@@ -46,7 +48,8 @@ from bridge_store.client import (
 from bridge_store.client._process import StderrPump
 from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
-from bridge_store.tokens import TOKEN_ENV, read_auth_token
+from bridge_store.tokens import TOKEN_ENV, load_or_generate, read_auth_token
+from bridge_store.tokens_file import add_token
 from tests.support.processes import descendants, running, still_running
 from tests.support.server import StoreHttpClient
 
@@ -496,6 +499,15 @@ def test_auth_token_comes_from_the_environment_first(tmp_path: Path) -> None:
     token_file.write_text("from-file\n")
     assert read_auth_token(token_file, {"BRIDGE_STORE_AUTH_TOKEN": "from-env"}) == "from-env"
     assert read_auth_token(token_file, {}) == "from-file"
+
+
+def test_generated_tokens_never_start_with_a_dash(memory_store: Sidecar, tmp_path: Path) -> None:
+    # The bridge of cursor-sdk 0.1.9 reads "--store-callback-auth-token -..." as a flag
+    # with no value; base64url tokens start with "-" once in 64.
+    generated = load_or_generate(str(tmp_path / "token"), {}).value
+    named = add_token(tmp_path / "tokens.toml", "bridge", tenant="team", scope=Scope.WRITE)
+    for token in (memory_store.auth_token, generated, named):
+        assert re.fullmatch(r"[0-9a-f]{64}", token), token
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import ssl
 import sys
 import urllib.error
@@ -20,7 +19,7 @@ from typing import TextIO
 
 from ..config import READY_PREFIX
 from ..errors import ConfigurationError
-from ..tokens import TOKEN_ENV
+from ..tokens import TOKEN_ENV, new_token
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
 from .trust import tls_context
 
@@ -119,7 +118,7 @@ def start_serve(
     child_env = {**os.environ, **(env or {})}
     argv = [sys.executable, "-m", "bridge_store", "serve", *args]
     if tokens_file is None:
-        token = auth_token or secrets.token_urlsafe(32)
+        token = auth_token or new_token()
         child_env[TOKEN_ENV] = token
     else:
         if auth_token is None:
