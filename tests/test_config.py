@@ -222,3 +222,10 @@ def test_config_show_writes_a_config_file_serve_reads_back(tmp_path: Path) -> No
     for action in settings_of(serve_parser()).values():
         if action.dest not in ("agents", "runs", "run_events", "checkpoints", "store"):
             assert getattr(from_file, action.dest) == getattr(from_flags, action.dest), action.dest
+
+
+def test_config_show_counts_a_settings_environment_variable(tmp_path: Path) -> None:
+    tokens = str(tmp_path / "tokens.toml")
+    shown = config_show(env={"BRIDGE_STORE_TOKENS_FILE": tokens}).stdout
+    assert tomllib.loads(shown)["tokens-file"] == tokens
+    assert f"# auth token: the named tokens in {tokens}" in shown

@@ -11,7 +11,7 @@ from typing import Any
 from ..tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from ..urls import redact
 from . import serve
-from .settings import key_of, settings_of
+from .settings import SETTING_ENV, key_of, settings_of
 from .store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 
 
@@ -47,6 +47,10 @@ def render(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     values = {
         action.dest: getattr(args, action.dest) for action in settings_of(serve_options).values()
     }
+    # A setting's environment variable counts where no flag (or file) gives it.
+    for dest, variable in SETTING_ENV.items():
+        if dest in values and values[dest] is None:
+            values[dest] = environ.get(variable) or None
     # Store URLs as serve resolves them: flag, then environment, then --store, then the default.
     routes = routes_from(args, environ)
     values["store"] = values["store"] or environ.get(STORE_FLAG_ENV["store"]) or DEFAULT_STORE_URL
@@ -61,14 +65,16 @@ def render(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
             lines.append(f"# {key_of(dest)}: not set")
         else:
             lines.append(f"{key_of(dest)} = {_toml(value)}")
-    lines.append(f"# auth token: {_token_source(args, environ)}")
+    lines.append(f"# auth token: {_token_source(values, environ)}")
     return "\n".join(lines) + "\n"
 
 
-def _token_source(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+def _token_source(values: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    if values.get("tokens_file"):
+        return f"the named tokens in {values['tokens_file']}"
     if environ.get(TOKEN_ENV, "").strip():
         return f"from {TOKEN_ENV}"
-    path = args.auth_token_file
+    path = values["auth_token_file"]
     if path is None:
         return f"generated into ./{DEFAULT_TOKEN_FILE} at start"
     return f"read from {path} (generated there if missing)"
