@@ -22,6 +22,7 @@ from ..auth import TokenRegistry
 from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
+from ..http_guard import HttpLimits, connection_cap, guarded_protocol, raise_open_file_limit
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
@@ -42,6 +43,10 @@ UVICORN_SETTINGS: dict[str, Any] = {
     # Client addresses only ever reach the access log, so X-Forwarded-For is not worth
     # uvicorn's middleware on every call (~2% of the CPU of a small one).
     "proxy_headers": False,
+    # Bounds on request heads, slow clients and open connections (http_guard.py);
+    # serve replaces the protocol with one whose connection cap fits its file limit.
+    "http": guarded_protocol(HttpLimits()),
+    "timeout_keep_alive": HttpLimits().keep_alive_timeout,
 }
 
 
@@ -113,6 +118,17 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
             "gzip responses of at least N bytes for clients that accept it; 0 never "
             "compresses. On loopback or a fast LAN gzip costs more than it saves; lower "
             "it for stores reached over slow links (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=HttpLimits().max_connections,
+        metavar="N",
+        help=(
+            "most client connections open at once; a connection beyond it is answered "
+            "503 and closed at once. Lowered to fit the open-file limit, which serve "
+            "raises to its hard limit (default: %(default)s)"
         ),
     )
     serve.add_argument(
@@ -188,6 +204,11 @@ def run(args: argparse.Namespace) -> int:
     # Bad URLs and missing extras are found before a token is written or a port opened.
     resolved = resolve(get_plugin_manager(), routes)
     tls = uvicorn_tls(args)
+    if args.max_connections < 1:
+        raise ConfigurationError("--max-connections must be positive")
+    limits = HttpLimits(
+        max_connections=connection_cap(args.max_connections, raise_open_file_limit())
+    )
     registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(
         routes=routes,
@@ -215,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
         log_config=None,
         log_level=args.log_level,
         access_log=args.access_log,
-        **UVICORN_SETTINGS,
+        **{**UVICORN_SETTINGS, "http": guarded_protocol(limits)},
         **tls,
     )
     if registry.path is not None:

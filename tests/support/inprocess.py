@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -19,10 +20,15 @@ STOP_TIMEOUT_SECONDS = 30.0
 
 
 @contextmanager
-def running(app: ASGIApp) -> Iterator[str]:
-    """Run ``app`` (lifespan included) and yield its base URL, ``http://127.0.0.1:PORT``."""
+def running(app: ASGIApp, **settings: Any) -> Iterator[str]:
+    """Run ``app`` (lifespan included) and yield its base URL, ``http://127.0.0.1:PORT``.
+
+    ``settings`` are more ``uvicorn.Config`` arguments (``http=``, ``timeout_keep_alive=``).
+    """
     # log_config=None keeps uvicorn from reconfiguring logging under pytest's capture.
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_config=None, lifespan="on", **settings
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
     thread.start()
