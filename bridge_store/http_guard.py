@@ -17,6 +17,7 @@ per read and per request.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import resource
@@ -119,6 +120,8 @@ class _Refusal(Exception):
         self.message = message
 
 
+_tickets = itertools.count()
+
 _TOO_MANY_CONNECTIONS = _Refusal(
     503, "Service Unavailable", "unavailable", "too many open connections"
 )
@@ -153,9 +156,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _head_bytes: int
     #: The length of the read being handled.
     _read_bytes: int
-    #: When the connection last had no request in progress: the oldest such one gives
-    #: up its place at the connection cap.
-    _quiet_since: float
+    #: When the connection last had no request in progress, as a ticket number (loop
+    #: time is too coarse to order connections made in one loop turn): the oldest such
+    #: one gives up its place at the connection cap.
+    _quiet_since: int
     _body_activity: float
     _deadline: TimerHandle | None
     #: The connection is beyond the cap and waits for its request to be refused.
@@ -172,7 +176,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._message_ended = False
         self._head_bytes = 0
         self._read_bytes = 0
-        self._quiet_since = self.loop.time()
+        self._quiet_since = next(_tickets)
         self._body_activity = 0.0
         self._deadline = None
         self._refusing = False
@@ -262,7 +266,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._awaiting_body = False
         self._awaiting_head = self._message_ended = True
-        self._quiet_since = self.loop.time()
+        self._quiet_since = next(_tickets)
         if self._deadline is not None:
             self._cancel_deadline()
         super().on_message_complete()

@@ -32,7 +32,7 @@ from bridge_store.http_guard import (
     connection_cap,
     guarded_protocol,
 )
-from bridge_store.routing import Routes
+from bridge_store.stores import Routes
 from tests.support.inprocess import running
 
 TOKEN = "http-guard-test-token"
