@@ -167,8 +167,11 @@ def from_value(value: struct_pb2.Value) -> Any:
         if not math.isfinite(number):
             raise invalid_argument("input holds a non-finite number")
         # Struct carries every number as a double; an integral one was an integer
-        # on the client (a timestamp, a seq) and must stay one.
-        return int(number) if number.is_integer() else number
+        # on the client (a timestamp, a seq) and must stay one. Negative zero is not:
+        # no integer has its sign, and JSON clients send it as -0.0.
+        if number.is_integer() and (number != 0 or math.copysign(1.0, number) > 0):
+            return int(number)
+        return number
     if kind == "struct_value":
         return from_struct(value.struct_value)
     if kind == "list_value":

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +28,17 @@ DEFAULT_EVENT_LIMIT = 100
 MAX_LIMIT = 1000
 #: Struct numbers are doubles; integers beyond this cannot be represented exactly.
 MAX_SAFE_INTEGER = 2**53
+#: The longest id (agentId, runId, blobId, eventType), idempotency key or filter id, in
+#: bytes of UTF-8; the bridge's are 40-64 bytes. Every backend can index two of them
+#: together: Postgres' B-tree entries stop at about 2.7 KB, and S3 keys (1024 bytes)
+#: hold two ids in hex with room for a bucket prefix of about 170 bytes.
+MAX_KEY_BYTES = 200
+#: The longest cwd, in bytes of UTF-8: a path, indexed next to an agent id (Postgres)
+#: or by its digest (S3).
+MAX_CWD_BYTES = 2048
+#: The longest list cursor, in characters. The longest this store issues (a run's:
+#: kind, turnNumber and two ids of MAX_KEY_BYTES) is under 600.
+MAX_CURSOR_LENGTH = 1024
 
 
 def now_ms() -> int:
@@ -68,24 +79,42 @@ def _encodes(value: str) -> bool:
     return True
 
 
+def _check_key(value: str, field: str, max_bytes: int) -> None:
+    """``invalid_argument`` naming ``field`` unless ``value`` is a storable key that fits."""
+    if not is_storable_key(value):
+        raise invalid_argument(f"{field} must not contain NUL or unpaired surrogates")
+    # For ASCII the length in characters is the length in bytes; is_storable_key has
+    # just checked that the rest encode.
+    size = len(value) if value.isascii() else len(value.encode("utf-8"))
+    if size > max_bytes:
+        raise invalid_argument(f"{field} must be at most {max_bytes} bytes of UTF-8, not {size}")
+
+
 def require_id(parent: Mapping[str, Any], key: str, field: str) -> str:
     value = parent.get(key)
     if not isinstance(value, str) or not value:
         raise invalid_argument(f"{field}.{key} must be a non-empty string")
-    if not is_storable_key(value):
-        raise invalid_argument(f"{field}.{key} must not contain NUL or unpaired surrogates")
+    _check_key(value, f"{field}.{key}", MAX_KEY_BYTES)
     return value
 
 
-def optional_string(parent: Mapping[str, Any], key: str, field: str) -> str | None:
-    """An optional string used as a key or filter (cwd, idempotencyKey, payloadRef)."""
+def optional_string(
+    parent: Mapping[str, Any], key: str, field: str, max_bytes: int | None = MAX_KEY_BYTES
+) -> str | None:
+    """An optional string used as a key or filter (cwd, idempotencyKey, payloadRef).
+
+    ``max_bytes`` None: no length limit (a reference the stores never index).
+    """
     value = parent.get(key)
     if value is None:
         return None
     if not isinstance(value, str):
         raise invalid_argument(f"{field}.{key} must be a string or null")
-    if not is_storable_key(value):
-        raise invalid_argument(f"{field}.{key} must not contain NUL or unpaired surrogates")
+    if max_bytes is None:
+        if not is_storable_key(value):
+            raise invalid_argument(f"{field}.{key} must not contain NUL or unpaired surrogates")
+    else:
+        _check_key(value, f"{field}.{key}", max_bytes)
     return value
 
 
@@ -128,11 +157,9 @@ def optional_id_list(parent: Mapping[str, Any], key: str, field: str) -> list[st
     if not isinstance(value, list):
         raise invalid_argument(f"{field}.{key} must be a list of strings")
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not item or not is_storable_key(item):
-            raise invalid_argument(
-                f"{field}.{key}[{index}] must be a non-empty string without NUL"
-                " or unpaired surrogates"
-            )
+        if not isinstance(item, str) or not item:
+            raise invalid_argument(f"{field}.{key}[{index}] must be a non-empty string")
+        _check_key(item, f"{field}.{key}[{index}]", MAX_KEY_BYTES)
     return list(dict.fromkeys(value)) or None
 
 
@@ -173,8 +200,9 @@ def validate_agent(value: Any, field: str) -> Document:
     """An agent document, checked; the fields the store indexes on are required."""
     agent = dict(require_object(value, field))
     require_id(agent, "agentId", field)
-    if not isinstance(agent.get("cwd"), str) or not is_storable_key(agent["cwd"]):
-        raise invalid_argument(f"{field}.cwd must be a string without NUL or unpaired surrogates")
+    if not isinstance(agent.get("cwd"), str):
+        raise invalid_argument(f"{field}.cwd must be a string")
+    _check_key(agent["cwd"], f"{field}.cwd", MAX_CWD_BYTES)
     _normalize_integer_field(agent, "updatedAt", field, required=True)
     _normalize_integer_field(agent, "createdAt", field, required=False)
     _check_optional_types(agent, field, _AGENT_OPTIONAL_TYPES)
@@ -200,7 +228,7 @@ def new_event(value: Any, field: str) -> Document:
         "runId": require_id(data, "runId", field),
         "eventType": require_id(data, "eventType", field),
         "payload": data.get("payload"),
-        "payloadRef": optional_string(data, "payloadRef", field),
+        "payloadRef": optional_string(data, "payloadRef", field, max_bytes=None),
         "idempotencyKey": optional_string(data, "idempotencyKey", field),
         "createdAt": now_ms(),
     }
@@ -272,26 +300,47 @@ def base64_pieces(data: bytes) -> list[str]:
 
 # -- cursors --------------------------------------------------------------------------
 # A cursor is the sort key of the last item on the page, tagged with the substore it
-# belongs to, as unpadded base64url JSON. Opaque to clients; a backend never sees it.
+# belongs to: its parts joined by NUL (which no id can hold) as unpadded base64url.
+# Opaque to clients; a backend never sees it. Nothing in it is parsed as JSON, so no
+# cursor can nest, and its integers are read as at most 16 decimal digits.
+
+_CURSOR_SEPARATOR = "\x00"
+_CURSOR_INTEGER = re.compile(r"-?[0-9]{1,16}")
 
 
-def _encode_cursor(kind: str, *key: object) -> str:
-    raw = json.dumps([kind, *key], separators=(",", ":"), ensure_ascii=False).encode()
+def _encode_cursor(kind: str, *key: str | int) -> str:
+    raw = _CURSOR_SEPARATOR.join([kind, *(str(part) for part in key)]).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def _decode_cursor(cursor: Any, kind: str, field: str) -> list[Any]:
+def _decode_cursor(cursor: Any, kind: str, field: str, parts: int) -> list[str]:
+    """The ``parts`` strings after ``kind`` in ``cursor``; invalid_argument if it is not one."""
     problem = invalid_argument(f"{field}.cursor is not a cursor this store issued")
-    if not isinstance(cursor, str) or len(cursor) > 4096:
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_LENGTH or not cursor.isascii():
         raise problem
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key = json.loads(raw)
-    except (binascii.Error, ValueError):
+        key = raw.decode("utf-8").split(_CURSOR_SEPARATOR)
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
         raise problem from None
-    if not isinstance(key, list) or not key or key[0] != kind:
+    if len(key) != parts + 1 or key[0] != kind:
         raise problem
     return key[1:]
+
+
+def _cursor_integer(text: str, field: str) -> int:
+    if _CURSOR_INTEGER.fullmatch(text) is None or abs(int(text)) > MAX_SAFE_INTEGER:
+        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    return int(text)
+
+
+def _cursor_id(text: str, field: str) -> str:
+    # A cursor only ever holds ids the store took, so these checks never fail for one
+    # it issued.
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if not text or not is_storable_key(text) or size > MAX_KEY_BYTES:
+        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    return text
 
 
 def agent_cursor(position: AgentPosition) -> str:
@@ -309,32 +358,28 @@ def blob_cursor(ref: BlobRef) -> str:
 def parse_agent_cursor(filter_: Mapping[str, Any], field: str) -> AgentPosition | None:
     if filter_.get("cursor") in (None, ""):
         return None
-    key = _decode_cursor(filter_["cursor"], "agents", field)
-    if len(key) != 2 or as_integer(key[0]) is None or not isinstance(key[1], str):
-        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
-    return AgentPosition(updated_at=int(key[0]), agent_id=key[1])
+    updated_at, agent_id = _decode_cursor(filter_["cursor"], "agents", field, 2)
+    return AgentPosition(
+        updated_at=_cursor_integer(updated_at, field), agent_id=_cursor_id(agent_id, field)
+    )
 
 
 def parse_run_cursor(filter_: Mapping[str, Any], field: str) -> RunPosition | None:
     if filter_.get("cursor") in (None, ""):
         return None
-    key = _decode_cursor(filter_["cursor"], "runs", field)
-    if (
-        len(key) != 3
-        or as_integer(key[0]) is None
-        or not all(isinstance(part, str) for part in key[1:])
-    ):
-        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
-    return RunPosition(turn_number=int(key[0]), run_id=key[1], agent_id=key[2])
+    turn_number, run_id, agent_id = _decode_cursor(filter_["cursor"], "runs", field, 3)
+    return RunPosition(
+        turn_number=_cursor_integer(turn_number, field),
+        run_id=_cursor_id(run_id, field),
+        agent_id=_cursor_id(agent_id, field),
+    )
 
 
 def parse_blob_cursor(filter_: Mapping[str, Any], field: str) -> BlobRef | None:
     if filter_.get("cursor") in (None, ""):
         return None
-    key = _decode_cursor(filter_["cursor"], "checkpoints", field)
-    if len(key) != 2 or not all(isinstance(part, str) for part in key):
-        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
-    return BlobRef(blob_id=key[0], agent_id=key[1])
+    blob_id, agent_id = _decode_cursor(filter_["cursor"], "checkpoints", field, 2)
+    return BlobRef(blob_id=_cursor_id(blob_id, field), agent_id=_cursor_id(agent_id, field))
 
 
 def page(items: Sequence[Any], limit: int) -> tuple[list[Any], bool]:

@@ -45,7 +45,7 @@ async def _agents_delete(stores: Stores, tenant: str, data: Document) -> Documen
     await stores.agents.delete(
         tenant,
         c.optional_id_list(filter_, "agentIds", field),
-        c.optional_string(filter_, "cwd", field),
+        c.optional_string(filter_, "cwd", field, c.MAX_CWD_BYTES),
     )
     return None
 
@@ -56,7 +56,7 @@ async def _agents_list(stores: Stores, tenant: str, data: Document) -> Document 
     limit = c.optional_limit(filter_, field, c.DEFAULT_AGENT_LIMIT)
     rows = await stores.agents.list(
         tenant,
-        cwd=c.optional_string(filter_, "cwd", field),
+        cwd=c.optional_string(filter_, "cwd", field, c.MAX_CWD_BYTES),
         after=c.parse_agent_cursor(filter_, field),
         limit=limit + 1,
     )

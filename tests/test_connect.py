@@ -11,6 +11,7 @@ import base64
 import gzip
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -230,6 +231,22 @@ def test_proto_round_trip_keeps_integers(client: httpx.Client) -> None:
     assert re.search(rb'"createdAt":1795994234137[,}]', read.content)
     assert read.json()["output"] == doc
     assert type(read.json()["output"]["extra"]["nested"][0]) is int
+
+
+def test_proto_negative_zero_keeps_its_sign(client: httpx.Client) -> None:
+    event = {"runId": "proto-zero", "eventType": "e", "payload": {"z": -0.0, "n": -2.0}}
+    response = client.post(
+        CALL_STORE_PATH, content=proto_body("runEvents", "append", event), headers=headers(PROTO)
+    )
+    payload = CallStoreResponse.FromString(response.content).output["payload"]
+    assert math.copysign(1.0, payload["z"]) == -1.0
+    listed = client.post(
+        CALL_STORE_PATH,
+        content=json_body("runEvents", "list", {"runId": "proto-zero"}),
+        headers=headers(),
+    )
+    assert listed.json()["output"]["items"][0]["payload"] == {"z": -0.0, "n": -2}
+    assert b'"z":-0.0' in listed.content
 
 
 def test_proto_null_result_leaves_output_unset(client: httpx.Client) -> None:

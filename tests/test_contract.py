@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bridge_store import contract
-from bridge_store.conformance.harness import StoreClient, agent, run
+from bridge_store.conformance.harness import StoreClient, agent, list_all, longest_key, run
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
+from tests.support.hostile import HOSTILE_CURSORS
 
 
 @pytest.fixture
@@ -88,6 +89,61 @@ async def test_keys_no_backend_can_index_are_invalid(client: StoreClient) -> Non
         for substore, method, data, field in cases:
             message = await client.expect(Code.INVALID_ARGUMENT, substore, method, data)
             assert field in message, (substore, method, message)
+
+
+async def test_keys_one_byte_over_their_limit_are_invalid(client: StoreClient) -> None:
+    # One limit for every backend (docs/limits.md); the conformance suite stores keys
+    # at the limit on each.
+    key = longest_key(0) + "x"
+    cwd = longest_key(1, contract.MAX_CWD_BYTES) + "x"
+    cases = [
+        ("agents", "create", {"agent": agent(key)}, "input.agent.agentId"),
+        ("agents", "get", {"agentId": key}, "input.agentId"),
+        ("agents", "delete", {"filter": {"agentIds": ["a", key]}}, "input.filter.agentIds[1]"),
+        ("runs", "create", {"run": run(key)}, "input.run.runId"),
+        ("runs", "create", {"run": run("r", key)}, "input.run.agentId"),
+        ("runs", "list", {"filter": {"runIds": [key]}}, "input.filter.runIds[0]"),
+        ("runEvents", "append", {"runId": key, "eventType": "t"}, "input.runId"),
+        ("runEvents", "append", {"runId": "r", "eventType": key}, "input.eventType"),
+        (
+            "runEvents",
+            "append",
+            {"runId": "r", "eventType": "t", "idempotencyKey": key},
+            "input.idempotencyKey",
+        ),
+        ("checkpoints", "get", {"agentId": "a", "blobId": key}, "input.blobId"),
+    ]
+    for substore, method, data, field in cases:
+        message = await client.expect(Code.INVALID_ARGUMENT, substore, method, data)
+        limit = contract.MAX_KEY_BYTES
+        assert message == f"{field} must be at most {limit} bytes of UTF-8, not {limit + 1}"
+    for substore, method, data in (
+        ("agents", "create", {"agent": agent("a", cwd=cwd)}),
+        ("agents", "list", {"filter": {"cwd": cwd}}),
+    ):
+        message = await client.expect(Code.INVALID_ARGUMENT, substore, method, data)
+        assert f"cwd must be at most {contract.MAX_CWD_BYTES} bytes of UTF-8" in message
+    # payloadRef is a reference the stores never index: no limit.
+    event = {"runId": "r", "eventType": "t", "payloadRef": "p" * 5000}
+    assert (await client.call("runEvents", "append", event))["payloadRef"] == "p" * 5000
+
+
+async def test_hostile_cursors_are_invalid_and_the_store_still_answers(
+    client: StoreClient,
+) -> None:
+    for index in range(3):
+        await client.call("agents", "create", {"agent": agent(f"a{index}")})
+    for substore, cursors in HOSTILE_CURSORS.items():
+        for cursor in cursors:
+            message = await client.expect(
+                Code.INVALID_ARGUMENT, substore, "list", {"filter": {"cursor": cursor}}
+            )
+            assert message == "input.filter.cursor is not a cursor this store issued", (
+                substore,
+                cursor[:40],
+                message,
+            )
+    assert len(await list_all(client, "agents", {"limit": 1})) == 3
 
 
 async def test_cursor_of_one_substore_is_rejected_by_another(client: StoreClient) -> None:

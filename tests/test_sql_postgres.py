@@ -12,6 +12,7 @@ import pytest
 from bench.round_trips import WriteCounter
 from bench.services import database_url, execute, fetch, free_port
 from bridge_store.conformance import StoreConformance
+from bridge_store.conformance.harness import longest_key
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
@@ -124,6 +125,16 @@ async def test_strings_postgres_cannot_store_are_invalid_argument(backend: SqlBa
     with pytest.raises(ConnectError) as caught:
         await backend.agents.get("default", "nul\x00inside")
     assert caught.value.code == Code.INVALID_ARGUMENT
+
+
+async def test_an_index_entry_over_postgres_limit_is_invalid_argument(backend: SqlBackend) -> None:
+    # The contract keeps clients' keys far below it; a caller that skips the contract
+    # still gets a client error, not the database's SQLSTATE 54000 as internal.
+    too_long = longest_key(0, 3000)
+    with pytest.raises(ConnectError) as caught:
+        await backend.agents.create({"agentId": too_long, "cwd": "/w", "updatedAt": 1})
+    assert caught.value.code == Code.INVALID_ARGUMENT
+    assert "index row size" in caught.value.message
 
 
 async def test_documents_are_stored_as_given_json_text(backend: SqlBackend) -> None:

@@ -23,8 +23,10 @@ _TRANSIENT_SQLSTATES = ("40001", "40P01")
 #: undefined_table: the schema was never migrated (``serve --no-migrate``).
 _MISSING_TABLE_SQLSTATE = "42P01"
 _SCHEMA_HINT = "the database schema is missing or old: run `bridge-store db upgrade`"
-#: SQLSTATE class 22: data exception (a value the column cannot hold).
-_DATA_SQLSTATE_CLASS = "22"
+#: SQLSTATE classes 22, data exception (a value the column cannot hold), and 54, program
+#: limit exceeded (an index entry over Postgres' B-tree limit of about 2.7 KB: the
+#: contract's key limits keep clients below it; this is for callers that skip them).
+_DATA_SQLSTATE_CLASSES = ("22", "54")
 
 #: SQLite reports contention and I/O trouble as OperationalError with these messages.
 _SQLITE_TRANSIENT = ("database is locked", "database is busy", "disk i/o error", "unable to open")
@@ -58,7 +60,7 @@ def translate(error: BaseException, what: str) -> ConnectError | None:
     if state is not None:
         if state.startswith(_TRANSIENT_SQLSTATE_CLASSES) or state in _TRANSIENT_SQLSTATES:
             return unavailable(f"{what}: database unavailable ({state}: {error.orig})")
-        if state.startswith(_DATA_SQLSTATE_CLASS):
+        if state.startswith(_DATA_SQLSTATE_CLASSES):
             return invalid_argument(f"{what}: the database refused a value ({error.orig})")
         if state == _MISSING_TABLE_SQLSTATE:
             return unavailable(f"{what}: {_SCHEMA_HINT}")

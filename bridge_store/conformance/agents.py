@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
+from bridge_store.contract import MAX_CURSOR_LENGTH, MAX_CWD_BYTES
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
-from .harness import BIG_INT, UNICODE_TEXT, StoreClient, agent, list_all
+from .harness import BIG_INT, UNICODE_TEXT, StoreClient, agent, list_all, longest_key
 from .tenants import AgentTenantConformance
 
 
@@ -144,3 +146,25 @@ class AgentConformance(AgentTenantConformance):
         doc = agent("a", name="nul\x00 and half \ud83d")
         assert await client.call("agents", "create", {"agent": doc}) == doc
         assert await client.call("agents", "get", {"agentId": "a"}) == doc
+
+    async def test_agent_longest_ids_and_cwd_are_stored_and_paged(
+        self, client: StoreClient
+    ) -> None:
+        # The contract's limits (contract.MAX_KEY_BYTES, MAX_CWD_BYTES) must fit every
+        # backend's indexes, in text no database compresses.
+        cwd = longest_key(0, MAX_CWD_BYTES)
+        ids = [longest_key(1), longest_key(2)]
+        for agent_id in ids:
+            doc = agent(agent_id, cwd=cwd)
+            assert await client.call("agents", "create", {"agent": doc}) == doc
+            assert await client.call("agents", "get", {"agentId": agent_id}) == doc
+        page = await client.call("agents", "list", {"filter": {"cwd": cwd, "limit": 1}})
+        assert len(page["nextCursor"]) <= MAX_CURSOR_LENGTH
+        listed = await list_all(client, "agents", {"cwd": cwd, "limit": 1})
+        assert sorted(item["agentId"] for item in listed) == sorted(ids)
+
+    async def test_agent_negative_zero_keeps_its_sign(self, client: StoreClient) -> None:
+        doc = agent("a", futureField={"negativeZero": -0.0})
+        await client.call("agents", "create", {"agent": doc})
+        stored = await client.call("agents", "get", {"agentId": "a"})
+        assert math.copysign(1.0, stored["futureField"]["negativeZero"]) == -1.0

@@ -6,10 +6,11 @@ import base64
 import os
 from typing import ClassVar
 
+from bridge_store.contract import MAX_CURSOR_LENGTH
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
-from .harness import StoreClient, list_all
+from .harness import StoreClient, list_all, longest_key
 from .tenants import CheckpointTenantConformance
 
 
@@ -89,3 +90,16 @@ class CheckpointConformance(CheckpointTenantConformance):
         assert await list_all(client, "checkpoints", {}) == ["b1"]
         await client.call("checkpoints", "delete", {"filter": {}})
         assert await list_all(client, "checkpoints", {}) == []
+
+    async def test_checkpoint_longest_ids_are_stored_and_paged(self, client: StoreClient) -> None:
+        blob_id, agents = longest_key(0), [longest_key(1), longest_key(2)]
+        for agent_id in agents:
+            data = {"agentId": agent_id, "blobId": blob_id, "data": "AAEC"}
+            await client.call("checkpoints", "create", data)
+            found = await client.call(
+                "checkpoints", "get", {"agentId": agent_id, "blobId": blob_id}
+            )
+            assert found == {"found": True, "data": "AAEC"}
+        page = await client.call("checkpoints", "list", {"filter": {"limit": 1}})
+        assert len(page["nextCursor"]) <= MAX_CURSOR_LENGTH
+        assert await list_all(client, "checkpoints", {"limit": 1}) == [blob_id, blob_id]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import ClassVar
 
 from bridge_store.substores import SubstoreName
 
-from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_events
+from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_events, longest_key
 from .tenants import RunEventTenantConformance
 
 
@@ -148,3 +149,23 @@ class RunEventConformance(RunEventTenantConformance):
         assert stored["payload"] == event["payload"]
         listed = await client.call("runEvents", "list", {"runId": "r"})
         assert listed["items"] == [stored]
+
+    async def test_event_longest_run_id_and_idempotency_key_are_stored(
+        self, client: StoreClient
+    ) -> None:
+        event = {
+            "runId": longest_key(0),
+            "eventType": longest_key(1),
+            "idempotencyKey": longest_key(2),
+        }
+        stored = await client.call("runEvents", "append", event)
+        assert await client.call("runEvents", "append", event) == stored
+        assert await list_events(client, event["runId"]) == [stored]
+
+    async def test_event_negative_zero_payload_keeps_its_sign(self, client: StoreClient) -> None:
+        appended = await client.call(
+            "runEvents", "append", {"runId": "r", "eventType": "t", "payload": -0.0}
+        )
+        listed = await list_events(client, "r")
+        for payload in (appended["payload"], listed[0]["payload"]):
+            assert math.copysign(1.0, payload) == -1.0

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
 from bridge_store.auth import DEFAULT_TENANT, Principal, Scope
+from bridge_store.contract import MAX_KEY_BYTES
 from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
 from bridge_store.stores import Stores
@@ -21,6 +23,17 @@ UNICODE_TEXT = 'héllo wörld ✓ 日本語 🚀 \u0000 \\ " \n'
 BIG_INT = 2**53
 #: Who the suite calls as unless a test says otherwise.
 DEFAULT_PRINCIPAL = Principal(name="conformance", tenant=DEFAULT_TENANT, scope=Scope.ADMIN)
+
+
+def longest_key(seed: int, size: int = MAX_KEY_BYTES) -> str:
+    """A key of exactly ``size`` UTF-8 bytes that no database can compress much.
+
+    Random three-byte characters, so that neither Postgres' index compression nor a
+    hex encoding (S3) makes it shorter than a real key of that size would be.
+    """
+    rng = random.Random(seed)
+    text = "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(size // 3))
+    return text + "k" * (size - len(text.encode()))
 
 
 @dataclass

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from bridge_store.contract import MAX_CURSOR_LENGTH
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
-from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_all, run
+from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_all, longest_key, run
 from .tenants import RunTenantConformance
 
 
@@ -92,3 +93,15 @@ class RunConformance(RunTenantConformance):
         assert {item["runId"] for item in await list_all(client, "runs", {})} == {"run-4"}
         await client.call("runs", "delete", {"filter": {"agentIds": [], "runIds": []}})
         assert await client.call("runs", "list", {}) == {"items": []}
+
+    async def test_run_longest_ids_are_stored_and_paged(self, client: StoreClient) -> None:
+        # A run is keyed by two ids; both at contract.MAX_KEY_BYTES must fit together.
+        run_id, agents = longest_key(0), [longest_key(1), longest_key(2)]
+        for agent_id in agents:
+            doc = run(run_id, agent_id)
+            assert await client.call("runs", "create", {"run": doc}) == doc
+            assert await client.call("runs", "get", {"agentId": agent_id, "runId": run_id}) == doc
+        page = await client.call("runs", "list", {"filter": {"runIds": [run_id], "limit": 1}})
+        assert len(page["nextCursor"]) <= MAX_CURSOR_LENGTH
+        listed = await list_all(client, "runs", {"runIds": [run_id], "limit": 1})
+        assert sorted(item["agentId"] for item in listed) == sorted(agents)
