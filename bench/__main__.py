@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "viewer_first_screen",
         "the history viewer: a 10,000-event run's transcript, server and Chromium",
     ),
+    "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
 }
 
 

@@ -1,4 +1,4 @@
-"""http_guard.py: bounded heads, slow clients cut off, a connection cap, the file limit.
+"""http_guard.py, http_limits.py: bounded heads, slow clients cut off, a connection cap.
 
 Each test runs the real app on uvicorn with the guarded protocol and small limits, and
 talks raw HTTP/1.1 over a socket so it controls exactly what arrives when. Waits are
@@ -26,12 +26,8 @@ from bridge_store.app import create_app
 from bridge_store.cli.serve import UVICORN_SETTINGS
 from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.http_guard import (
-    RESERVED_FILE_DESCRIPTORS,
-    HttpLimits,
-    connection_cap,
-    guarded_protocol,
-)
+from bridge_store.http_guard import guarded_protocol
+from bridge_store.http_limits import RESERVED_FILE_DESCRIPTORS, HttpLimits, connection_cap
 from bridge_store.stores import Routes
 from tests.support.inprocess import running
 

@@ -22,7 +22,8 @@ from ..auth import TokenRegistry
 from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
 from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
-from ..http_guard import HttpLimits, connection_cap, guarded_protocol, raise_open_file_limit
+from ..http_guard import guarded_protocol
+from ..http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
