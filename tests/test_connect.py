@@ -238,8 +238,9 @@ def test_proto_negative_zero_keeps_its_sign(client: httpx.Client) -> None:
     response = client.post(
         CALL_STORE_PATH, content=proto_body("runEvents", "append", event), headers=headers(PROTO)
     )
-    payload = CallStoreResponse.FromString(response.content).output["payload"]
-    assert math.copysign(1.0, payload["z"]) == -1.0
+    output = CallStoreResponse.FromString(response.content).output
+    zero = output.fields["payload"].struct_value.fields["z"].number_value
+    assert math.copysign(1.0, zero) == -1.0
     listed = client.post(
         CALL_STORE_PATH,
         content=json_body("runEvents", "list", {"runId": "proto-zero"}),
