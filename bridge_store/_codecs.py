@@ -32,6 +32,8 @@ from .types import Document
 #: codec stops earlier: protobuf's own parser caps message nesting at 100, about 33
 #: levels of Struct.)
 MAX_DEPTH = 128
+#: The largest integer every double up to it represents exactly.
+_MAX_EXACT_INTEGER = 2**53
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +168,16 @@ def from_value(value: struct_pb2.Value) -> Any:
         number = value.number_value
         if not math.isfinite(number):
             raise invalid_argument("input holds a non-finite number")
-        # Struct carries every number as a double; an integral one was an integer
-        # on the client (a timestamp, a seq) and must stay one. Negative zero is not:
-        # no integer has its sign, and JSON clients send it as -0.0.
-        if number.is_integer() and (number != 0 or math.copysign(1.0, number) > 0):
+        # Struct carries every number as a double; an integral one within 2**53 was an
+        # integer on the client (a timestamp, a seq) and must stay one. Beyond 2**53 a
+        # double is no exact integer, and as a Python int it would be stored as one
+        # (1e300 as 301 digits) by some backends and read back as a double by others.
+        # Negative zero is no integer either: JSON clients send it as -0.0.
+        if (
+            number.is_integer()
+            and abs(number) <= _MAX_EXACT_INTEGER
+            and (number != 0 or math.copysign(1.0, number) > 0)
+        ):
             return int(number)
         return number
     if kind == "struct_value":
