@@ -31,6 +31,7 @@ from ._compression import (
 )
 from .auth import Principal, TokenRegistry
 from .errors import Code, ConnectError, invalid_argument
+from .failures import log_failure
 from .types import Answer, Document
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
@@ -256,9 +257,9 @@ class CallStoreEndpoint:
             return await self._respond(headers, receive, observation)
         except ClientDisconnected:
             return None  # nobody is left to answer
-        except Exception:
+        except Exception as error:
             # A bug in this layer: still a Connect error, never a text/plain 500.
-            logger.exception("CallStore request handling failed")
+            log_failure(logger, "CallStore request handling", error)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
 
     async def _respond(
@@ -334,17 +335,18 @@ class CallStoreEndpoint:
             return await self._handler(principal, call.substore, call.method, call.input)
         except ConnectError:
             raise
-        except Exception:
-            # The traceback stays in the server log; the client learns nothing about
-            # the backend. Inputs are not logged: they hold secrets and blobs.
-            logger.exception("CallStore %.40s.%.40s failed", call.substore, call.method)
+        except Exception as error:
+            # The failure is logged by its classes and stack, never its message or the
+            # input (failures.py: they can carry documents, keys and blobs); the client
+            # learns nothing about the backend.
+            log_failure(logger, f"CallStore {call.substore!s:.40}.{call.method!s:.40}", error)
             raise ConnectError(Code.INTERNAL, "internal error") from None
 
     async def _encode(self, codec: Codec, output: Document | None, accept_encoding: str) -> Reply:
         try:
             body = codec.encode(output)
-        except Exception:
-            logger.exception("CallStore output could not be encoded as %s", codec.name)
+        except Exception as error:
+            log_failure(logger, f"encoding a CallStore output as {codec.name}", error)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
         if should_compress(len(body), accept_encoding, self._compress_min_bytes):
             return Reply(

@@ -171,10 +171,14 @@ class SqliteDatabase(Database):
                 f"cannot create the directory of {path}: {error.strerror}"
             ) from None
         url = sa.URL.create("sqlite+pysqlite", database=str(path))
+        # hide_parameters: SQLAlchemy puts a failed statement's parameters (whole
+        # documents, encryption keys included) into the exception's message, and logs
+        # them with the statement at INFO; both show "[SQL parameters hidden ...]".
         # Pooled connections move between the pool's threads, never used by two at once.
         # No reset on return: writes commit or roll back themselves and reads run
         # outside transactions, so the pool's ROLLBACK would only cost a statement.
         options: dict[str, Any] = {
+            "hide_parameters": True,
             "max_overflow": 0,
             "pool_reset_on_return": None,
             "connect_args": {"check_same_thread": False},
@@ -374,6 +378,7 @@ class PostgresDatabase(Database):
             pool_timeout=settings.pool_timeout,
             pool_recycle=settings.pool_recycle,
             pool_pre_ping=settings.pool_pre_ping,
+            hide_parameters=True,
         )
 
         @sa.event.listens_for(engine.sync_engine, "checkout")
