@@ -14,10 +14,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import Principal
+from .availability import BACKEND_FAILURES, BackendAvailability
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
 from .dispatch import HANDLERS, call_store
-from .errors import unavailable
+from .errors import ConnectError, unavailable
 from .metrics import BackendView, Metrics, MetricsEndpoint
 from .observe import CallObserver
 from .plugins import get_plugin_manager
@@ -43,13 +44,20 @@ class BridgeStoreApp:
     404/405 answers (including a GET on the CallStore path).
     """
 
-    def __init__(self, call_store_endpoint: ASGIApp, starlette: Starlette) -> None:
+    def __init__(
+        self,
+        call_store_endpoint: ASGIApp,
+        starlette: Starlette,
+        availability: BackendAvailability,
+    ) -> None:
         #: The CallStore endpoint, under the tracing middleware when traces are on.
         self.call_store_endpoint = call_store_endpoint
         self.starlette = starlette
         #: The app's metrics (None with ``metrics=False``), e.g. for an embedding
         #: application to add its own or serve the registry elsewhere.
         self.metrics: Metrics | None = None
+        #: Whether each backend answers, as the calls see it (availability.py).
+        self.availability = availability
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -82,6 +90,7 @@ def create_app(
         manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
         resolved = resolve(manager, config.routes)
     backends = resolved
+    availability = BackendAvailability(config.routes)
     # A one-slot box: the lifespan puts the open stores in, requests read them.
     serving: list[Stores] = []
     routed = config.routes.served()
@@ -90,12 +99,32 @@ def create_app(
     if metrics is not None:
         for one in served:
             pool_stats = getattr(one.backend, "pool_stats", _no_pool)
-            metrics.add_backend(BackendView(one.scheme, ",".join(one.substores), pool_stats))
+            view = BackendView(
+                one.scheme,
+                ",".join(one.substores),
+                pool_stats,
+                availability.of_url(one.url).snapshot,
+            )
+            metrics.add_backend(view)
 
     async def handle(principal: Principal, substore: Any, method: Any, data: Any) -> Answer:
         if not serving:
             raise unavailable("the store is not open yet")
-        return await call_store(serving[0], substore, method, data, principal=principal)
+        try:
+            answer = await call_store(serving[0], substore, method, data, principal=principal)
+        except ConnectError as error:
+            # Only the backend's failures count; a client's mistake says nothing of it.
+            if error.code in BACKEND_FAILURES and (backend := availability.of(substore)):
+                backend.failed(error)
+            raise
+        except Exception:
+            if backend := availability.of(substore):
+                backend.broke()
+            raise
+        backend = availability.of(substore)
+        if backend is not None and not backend.up:
+            backend.succeeded()
+        return answer
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -161,7 +190,7 @@ def create_app(
         routes.append(Mount(UI_PATH, create_viewer(stores, tokens)))
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
-    app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan))
+    app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)
     app.metrics = metrics
     return app
 
