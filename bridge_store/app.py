@@ -88,7 +88,7 @@ def create_app(
     """
     if resolved is None:
         manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
-        resolved = resolve(manager, config.routes)
+        resolved = resolve(manager, config.routes, config.backend_options())
     backends = resolved
     availability = BackendAvailability(config.routes)
     # A one-slot box: the lifespan puts the open stores in, requests read them.

@@ -9,6 +9,7 @@ from .auth import TokenRegistry
 from .encryption import Keyring
 from .errors import ConfigurationError
 from .stores import Routes
+from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
 READY_PREFIX = "bridge-store ready "
@@ -32,6 +33,8 @@ class ServerConfig:
     ``metrics`` serves ``GET /metrics``, behind the bearer token unless
     ``metrics_public``. ``access_log`` logs one line per CallStore call.
     ``ui`` serves the history viewer under ``/ui/``.
+    ``backend_timeout``: seconds one wait on a backend may take unless its URL says
+    otherwise (:class:`~bridge_store.substores.BackendOptions`).
     """
 
     routes: Routes
@@ -45,6 +48,7 @@ class ServerConfig:
     metrics_public: bool = False
     access_log: bool = False
     ui: bool = True
+    backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.
@@ -56,6 +60,11 @@ class ServerConfig:
             raise ConfigurationError(
                 f"the largest request body (--max-request-bytes) must be positive, "
                 f"not {self.max_request_bytes}"
+            )
+        if not (self.backend_timeout > 0 and self.backend_timeout != float("inf")):
+            raise ConfigurationError(
+                f"the backend timeout (--backend-timeout) must be a positive number of "
+                f"seconds, not {self.backend_timeout}"
             )
         if self.compress_min_bytes < 0:
             raise ConfigurationError(
@@ -69,3 +78,6 @@ class ServerConfig:
             return self.tokens
         assert self.auth_token is not None  # checked in __post_init__
         return TokenRegistry.single(self.auth_token)
+
+    def backend_options(self) -> BackendOptions:
+        return BackendOptions(timeout=self.backend_timeout)

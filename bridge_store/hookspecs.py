@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pluggy
 
-from .substores import Backend
+from .substores import Backend, BackendOptions
 
 PROJECT = "bridge_store"
 
@@ -27,8 +27,13 @@ def bridge_store_url_schemes() -> list[str]:  # type: ignore[empty-body]
 
 
 @hookspec(firstresult=True)
-def bridge_store_open_backend(url: str) -> Backend | None:
+def bridge_store_open_backend(url: str, options: BackendOptions) -> Backend | None:
     """An (unstarted) :class:`~bridge_store.substores.Backend` for ``url``, or None.
+
+    ``options`` (:class:`~bridge_store.substores.BackendOptions`) are the server's
+    defaults for every backend, such as how long one wait on it may take; parameters
+    in ``url`` take precedence. An implementation may leave the argument out of its
+    signature (pluggy passes only what a hook names) and keep its own defaults.
 
     Return None when the URL's scheme is not yours so the next plugin is asked; the
     first non-None answer wins (``firstresult``). Raise

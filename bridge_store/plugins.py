@@ -9,7 +9,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigurationError
-from .substores import Backend
+from .substores import Backend, BackendOptions
 
 ENTRY_POINT_GROUP = "bridge_store.backends"
 
@@ -37,11 +37,15 @@ def known_schemes(manager: pluggy.PluginManager) -> list[str]:
     return sorted(schemes)
 
 
-def open_backend(manager: pluggy.PluginManager, url: str) -> Backend:
+def open_backend(
+    manager: pluggy.PluginManager, url: str, options: BackendOptions | None = None
+) -> Backend:
     """The backend the first plugin claiming ``url`` provides; ConfigurationError if none."""
     if not urlsplit(url).scheme:
         raise ConfigurationError(f"store URL {url!r} has no scheme (e.g. sqlite:///agents.db)")
-    backend: Backend | None = manager.hook.bridge_store_open_backend(url=url)
+    backend: Backend | None = manager.hook.bridge_store_open_backend(
+        url=url, options=options if options is not None else BackendOptions()
+    )
     if backend is None:
         raise ConfigurationError(
             f"no installed backend serves {urlsplit(url).scheme}:// URLs "

@@ -19,6 +19,7 @@ from .substores import (
     SUBSTORE_NAMES,
     AgentStore,
     Backend,
+    BackendOptions,
     CheckpointStore,
     RunEventStore,
     RunStore,
@@ -106,9 +107,11 @@ def _provided(substore: T | None, url: str, name: str) -> T:
     return substore
 
 
-def resolve(manager: pluggy.PluginManager, routes: Routes) -> ResolvedStores:
+def resolve(
+    manager: pluggy.PluginManager, routes: Routes, options: BackendOptions | None = None
+) -> ResolvedStores:
     """Open (without starting) one backend per distinct URL and pick each substore."""
-    backends = {url: open_backend(manager, url) for url in routes.urls()}
+    backends = {url: open_backend(manager, url, options) for url in routes.urls()}
     stores = Stores(
         agents=_provided(backends[routes.agents].agents, routes.agents, "agents"),
         runs=_provided(backends[routes.runs].runs, routes.runs, "runs"),
@@ -123,7 +126,11 @@ def resolve(manager: pluggy.PluginManager, routes: Routes) -> ResolvedStores:
 
 
 async def open_stores(
-    manager: pluggy.PluginManager, routes: Routes, *, migrate: bool
+    manager: pluggy.PluginManager,
+    routes: Routes,
+    *,
+    migrate: bool,
+    options: BackendOptions | None = None,
 ) -> OpenStores:
     """Resolve and start every backend the routes name; closes what started on failure."""
-    return await resolve(manager, routes).start(migrate=migrate)
+    return await resolve(manager, routes, options).start(migrate=migrate)

@@ -28,6 +28,8 @@ is returned exactly once, whatever happens to its neighbours.
 
 from __future__ import annotations
 
+import math
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
@@ -36,6 +38,46 @@ from .types import Document
 
 SubstoreName: TypeAlias = Literal["agents", "runs", "runEvents", "checkpoints"]
 SUBSTORE_NAMES: tuple[SubstoreName, ...] = ("agents", "runs", "runEvents", "checkpoints")
+
+#: Seconds one wait on a backend may take by default (``serve --backend-timeout``).
+DEFAULT_BACKEND_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BackendOptions:
+    """What the server asks of every backend; a backend's URL parameters override it.
+
+    ``timeout``: seconds any one wait on the backend may take (opening a connection,
+    waiting for a pooled one, one statement, command or request) before the call fails
+    with ``unavailable``, so that a dead or unreachable backend answers within about
+    that long instead of holding calls for as long as the network takes to give up.
+    """
+
+    timeout: float = DEFAULT_BACKEND_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError(f"the backend timeout must be a positive number, not {self.timeout}")
+
+    def tcp_keepalive(self) -> dict[int, int]:
+        """TCP options (level ``IPPROTO_TCP``) that find a dead peer within the timeout.
+
+        Keepalive probes start after ``timeout`` idle seconds, so a pooled connection
+        to a backend that vanished (a partition drops packets; nothing is refused) is
+        found dead before a call waits on it; ``TCP_USER_TIMEOUT`` closes a connection
+        whose sent data goes unacknowledged for ``timeout``. Options the platform lacks
+        are left out; set ``SO_KEEPALIVE`` as well.
+        """
+        seconds = max(1, math.ceil(self.timeout))
+        wanted = {
+            "TCP_KEEPIDLE": seconds,
+            "TCP_KEEPINTVL": max(1, seconds // 3),
+            "TCP_KEEPCNT": 3,
+            "TCP_USER_TIMEOUT": seconds * 1000,
+        }
+        return {
+            getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)
+        }
 
 
 @dataclass(frozen=True, slots=True)

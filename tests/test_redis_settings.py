@@ -10,12 +10,8 @@ import pytest
 
 from bridge_store.errors import ConfigurationError
 from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store_redis.settings import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_PREFIX,
-    DEFAULT_SOCKET_TIMEOUT,
-    parse_url,
-)
+from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from bridge_store_redis.settings import DEFAULT_PREFIX, parse_url
 
 
 def test_defaults() -> None:
@@ -23,9 +19,21 @@ def test_defaults() -> None:
     assert (settings.host, settings.port, settings.db) == ("localhost", 6379, 0)
     assert settings.prefix == DEFAULT_PREFIX
     assert settings.run_events_ttl is None
-    assert settings.connect_timeout == DEFAULT_CONNECT_TIMEOUT
-    assert settings.socket_timeout == DEFAULT_SOCKET_TIMEOUT
+    assert settings.connect_timeout == DEFAULT_BACKEND_TIMEOUT
+    assert settings.socket_timeout == DEFAULT_BACKEND_TIMEOUT
     assert not settings.tls
+
+
+def test_the_server_backend_timeout_is_the_default_and_url_parameters_win() -> None:
+    options = BackendOptions(timeout=1.5)
+    backend = open_backend(get_plugin_manager(), "redis://127.0.0.1/0", options)
+    assert (backend.settings.connect_timeout, backend.settings.socket_timeout) == (1.5, 1.5)  # type: ignore[attr-defined]
+    url = "redis://127.0.0.1/0?socket_timeout=9&socket_connect_timeout=0.25"
+    backend = open_backend(get_plugin_manager(), url, options)
+    assert (backend.settings.connect_timeout, backend.settings.socket_timeout) == (0.25, 9.0)  # type: ignore[attr-defined]
+    pool = backend._client.connection_pool  # type: ignore[attr-defined]
+    assert pool.connection_kwargs["socket_keepalive"] is True
+    assert pool.connection_kwargs["socket_keepalive_options"] == options.tcp_keepalive()
 
 
 def test_every_part_of_a_url() -> None:

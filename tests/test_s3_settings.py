@@ -14,7 +14,7 @@ from bridge_store_s3.settings import S3Settings, parse_url
 
 
 def test_bucket_and_prefix_with_defaults() -> None:
-    settings = parse_url("s3://agents-bucket/team-a/prod/")
+    settings = parse_url("s3://agents-bucket/team-a/prod/", environ={})
     assert (settings.bucket, settings.prefix) == ("agents-bucket", "team-a/prod/")
     # Unset: the standard AWS chain (environment, ~/.aws, instance role) decides.
     assert settings.endpoint_url is None
@@ -120,3 +120,28 @@ def test_the_core_and_the_plugin_module_do_not_import_obstore_or_botocore() -> N
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_the_endpoint_comes_from_the_standard_aws_variables_when_the_url_has_none() -> None:
+    url = "s3://b/p"
+    general = {"AWS_ENDPOINT_URL": "http://minio:9000"}
+    both = {**general, "AWS_ENDPOINT_URL_S3": "http://s3-only:9000"}
+    assert parse_url(url, environ={}).endpoint_url is None
+    assert parse_url(url, environ=general).endpoint_url == "http://minio:9000"
+    # The S3-specific variable wins, as in the AWS SDKs; the URL wins over both.
+    assert parse_url(url, environ=both).endpoint_url == "http://s3-only:9000"
+    given = parse_url(url + "?endpoint_url=https%3A%2F%2Fr2.example", environ=both)
+    assert given.endpoint_url == "https://r2.example"
+
+
+def test_request_timeouts_default_to_the_server_backend_timeout() -> None:
+    settings = parse_url("s3://b/p", timeout=2.5)
+    assert (settings.connect_timeout, settings.request_timeout) == (2.5, 2.5)
+    assert settings.blob_timeout == 60.0  # a 95 MiB blob on a slow link
+    url = "s3://b/p?connect_timeout=1&request_timeout=9&blob_timeout=300"
+    settings = parse_url(url, timeout=2.5)
+    assert (settings.connect_timeout, settings.request_timeout, settings.blob_timeout) == (
+        1.0,
+        9.0,
+        300.0,
+    )

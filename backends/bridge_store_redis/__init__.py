@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from bridge_store import hookimpl
 from bridge_store.errors import ConfigurationError
+from bridge_store.substores import BackendOptions
 
 from .settings import SCHEMES, parse_url
 
@@ -25,10 +26,10 @@ def bridge_store_url_schemes() -> list[str]:
 
 
 @hookimpl
-def bridge_store_open_backend(url: str) -> RedisBackend | None:
+def bridge_store_open_backend(url: str, options: BackendOptions) -> RedisBackend | None:
     if urlsplit(url).scheme not in SCHEMES:
         return None
-    settings = parse_url(url)
+    settings = parse_url(url, options.timeout)
     try:
         # redis-py loads only when a Redis URL is chosen, and may be absent.
         from .backend import RedisBackend
@@ -38,4 +39,4 @@ def bridge_store_open_backend(url: str) -> RedisBackend | None:
         raise ConfigurationError(
             f"redis:// stores need redis-py, which is not installed: {INSTALL_HINT}"
         ) from None
-    return RedisBackend(settings)
+    return RedisBackend(settings, options)

@@ -10,7 +10,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from bridge_store.errors import ConfigurationError
-from bridge_store.substores import PoolStats
+from bridge_store.substores import BackendOptions, PoolStats
 
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
@@ -22,7 +22,7 @@ from .scripts import Scripts
 from .settings import RedisSettings
 
 
-def _client(settings: RedisSettings) -> Redis:
+def _client(settings: RedisSettings, options: BackendOptions) -> Redis:
     tls: dict[str, Any] = dict(settings.tls_options)
     pool = BlockingConnectionPool(
         connection_class=SSLConnection if settings.tls else Connection,
@@ -33,6 +33,9 @@ def _client(settings: RedisSettings) -> Redis:
         password=settings.password,
         socket_connect_timeout=settings.connect_timeout,
         socket_timeout=settings.socket_timeout,
+        # A pooled connection cut off by a partition is found dead while idle.
+        socket_keepalive=True,
+        socket_keepalive_options=options.tcp_keepalive(),
         max_connections=settings.max_connections,
         # How long a call waits for a free pooled connection before `unavailable`.
         timeout=settings.socket_timeout,
@@ -49,11 +52,11 @@ def _client(settings: RedisSettings) -> Redis:
 class RedisBackend:
     """Every substore in one Redis database, under one key prefix."""
 
-    def __init__(self, settings: RedisSettings) -> None:
+    def __init__(self, settings: RedisSettings, options: BackendOptions | None = None) -> None:
         self.settings = settings
         self.keys = KeySpace(settings.prefix)
         # Creating the client opens no connection; the first command does.
-        self._client = _client(settings)
+        self._client = _client(settings, options or BackendOptions())
         self._scripts = Scripts(self._client)
         self.agents = RedisAgents(self._client, self.keys, self._scripts)
         self.runs = RedisRuns(self._client, self.keys, self._scripts)

@@ -29,6 +29,14 @@ def redis_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any
             return await method(*args, **kwargs)
         except (RedisConnectionError, RedisTimeoutError) as error:
             raise unavailable(f"Redis is unavailable: {error}") from None
+        except RuntimeError as error:
+            # uvloop refuses a write to a connection Redis has just reset ("unable to
+            # perform operation on <TCPTransport closed=True ...>; the handler is
+            # closed") with a RuntimeError that redis-py lets through: a lost
+            # connection like any other. Other RuntimeErrors are bugs, left as they are.
+            if not _closed_transport(error):
+                raise
+            raise unavailable("Redis is unavailable: the connection was closed") from None
         except ReadOnlyError:
             raise unavailable("Redis is read-only (a replica, or a failover in progress)") from None
         except OutOfMemoryError:
@@ -37,3 +45,8 @@ def redis_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any
             ) from None
 
     return mapped
+
+
+def _closed_transport(error: RuntimeError) -> bool:
+    message = str(error)
+    return "closed=True" in message or "handler is closed" in message

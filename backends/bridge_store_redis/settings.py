@@ -7,8 +7,10 @@ parameters, all optional:
   environments share one Redis by choosing different prefixes.
 - ``run_events_ttl``: seconds; when set, a run's event log expires that long after its
   last append (off by default).
-- ``socket_connect_timeout``, ``socket_timeout``: seconds (defaults 2 and 5): how long
-  a call waits for Redis before failing with ``unavailable``.
+- ``socket_connect_timeout``, ``socket_timeout``: seconds (default: the server's
+  backend timeout, ``serve --backend-timeout``, 5 s): how long a call waits for Redis
+  before failing with ``unavailable``. TCP keepalives find a dead connection within
+  about as long (``BackendOptions.tcp_keepalive``).
 - ``max_connections``: the connection pool size (default 50); calls beyond it wait for
   a free connection up to ``socket_timeout``.
 - ``rediss://`` only: ``ssl_cert_reqs`` (``required``/``optional``/``none``),
@@ -25,11 +27,10 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
 
 SCHEMES = ("redis", "rediss")
 DEFAULT_PREFIX = "bridge-store"
-DEFAULT_CONNECT_TIMEOUT = 2.0
-DEFAULT_SOCKET_TIMEOUT = 5.0
 DEFAULT_MAX_CONNECTIONS = 50
 
 #: Prefixes end up inside hash tags (``{prefix:substore}``) and SCAN patterns, so
@@ -52,15 +53,18 @@ class RedisSettings:
     tls: bool
     prefix: str = DEFAULT_PREFIX
     run_events_ttl: int | None = None
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    connect_timeout: float = DEFAULT_BACKEND_TIMEOUT
+    socket_timeout: float = DEFAULT_BACKEND_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     #: Extra keyword arguments for redis-py's SSL connection (``rediss://`` only).
     tls_options: dict[str, str | bool] = field(default_factory=dict)
 
 
-def parse_url(url: str) -> RedisSettings:
-    """The settings a ``redis://`` or ``rediss://`` URL describes; ConfigurationError if bad."""
+def parse_url(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> RedisSettings:
+    """The settings a ``redis://`` or ``rediss://`` URL describes; ConfigurationError if bad.
+
+    ``timeout`` is the default of the two socket timeouts the URL omits.
+    """
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
         raise ConfigurationError(f"not a Redis URL: {parts.scheme}://")
@@ -82,8 +86,8 @@ def parse_url(url: str) -> RedisSettings:
         tls=tls,
         prefix=_prefix(params.pop("prefix", DEFAULT_PREFIX)),
         run_events_ttl=_ttl(params.pop("run_events_ttl", None)),
-        connect_timeout=_seconds(params, "socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT),
-        socket_timeout=_seconds(params, "socket_timeout", DEFAULT_SOCKET_TIMEOUT),
+        connect_timeout=_seconds(params, "socket_connect_timeout", timeout),
+        socket_timeout=_seconds(params, "socket_timeout", timeout),
         max_connections=_positive_int(params, "max_connections", DEFAULT_MAX_CONNECTIONS),
         tls_options=_tls_options(params) if tls else {},
     )

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from bridge_store import hookimpl
 from bridge_store.errors import ConfigurationError
+from bridge_store.substores import BackendOptions
 
 from .settings import parse_url
 
@@ -27,10 +28,10 @@ def bridge_store_url_schemes() -> list[str]:
 
 
 @hookimpl
-def bridge_store_open_backend(url: str) -> S3Backend | None:
+def bridge_store_open_backend(url: str, options: BackendOptions) -> S3Backend | None:
     if urlsplit(url).scheme not in SCHEMES:
         return None
-    settings = parse_url(url)
+    settings = parse_url(url, options.timeout)
     try:
         from .backend import S3Backend
     except ImportError as error:

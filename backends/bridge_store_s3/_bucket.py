@@ -68,7 +68,11 @@ class Listed:
     last_modified: datetime
 
 
-def _store_options(s: S3Settings) -> dict[str, Any]:
+def _store_options(s: S3Settings, request_timeout: float | None = None) -> dict[str, Any]:
+    """obstore's options; ``request_timeout`` (default ``s.request_timeout``) bounds one
+    request whole."""
+    if request_timeout is None:
+        request_timeout = s.request_timeout
     config: S3Config = {}
     if s.endpoint_url is not None:
         config["endpoint"] = s.endpoint_url
@@ -76,7 +80,13 @@ def _store_options(s: S3Settings) -> dict[str, Any]:
         config["virtual_hosted_style_request"] = s.addressing_style == "virtual"
     client: ClientConfig = {
         "connect_timeout": timedelta(seconds=s.connect_timeout),
-        "timeout": timedelta(seconds=s.request_timeout),
+        "timeout": timedelta(seconds=request_timeout),
+        # A read that waits this long ends the request: a checkpoint blob may take up
+        # to blob_timeout while bytes flow, but a stalled connection (a partition drops
+        # packets) is given up after request_timeout like any other request.
+        "read_timeout": timedelta(seconds=s.request_timeout),
+        # The endpoint (from the URL or AWS_ENDPOINT_URL[_S3]) says whether plain HTTP
+        # is meant: MinIO, LocalStack and moto are usually reached that way.
         "allow_http": (s.endpoint_url or "").startswith("http://"),
     }
     retry: RetryConfig = {
@@ -86,8 +96,11 @@ def _store_options(s: S3Settings) -> dict[str, Any]:
             "max_backoff": timedelta(seconds=2),
             "base": 2,
         },
-        # Bounds the whole retry loop: an outage answers unavailable, never hangs.
-        "retry_timeout": timedelta(seconds=s.connect_timeout + s.request_timeout),
+        # No new try starts after this: an outage answers unavailable in about one
+        # request's time, whether it refuses connections (quick tries) or drops them
+        # (one try, ended by a timeout). A blob transfer that fails later, after
+        # bytes have flowed, is the client's to retry.
+        "retry_timeout": timedelta(seconds=s.request_timeout),
     }
     options: dict[str, Any] = {"config": config, "client_options": client, "retry_config": retry}
     # As in the AWS CLI: keys in the environment beat AWS_PROFILE, not profile=.
@@ -111,26 +124,56 @@ def _store_options(s: S3Settings) -> dict[str, Any]:
     return options
 
 
+#: Where object_store asks for instance-role credentials when nothing else gave any.
+_INSTANCE_METADATA = "169.254.169.254"
+#: Variables through which object_store finds credentials without instance metadata.
+_CREDENTIAL_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+
+
+def _credentials_configured(s: S3Settings) -> bool:
+    """Whether credentials were given anywhere but instance metadata."""
+    return (
+        s.access_key_id is not None
+        or s.profile is not None
+        or any(os.environ.get(name) for name in _CREDENTIAL_ENV)
+    )
+
+
 class Bucket:
     """One bucket, opened with :meth:`start` and released with :meth:`close`."""
 
     def __init__(self, settings: S3Settings) -> None:
         self.settings = settings
+        #: For every request but a checkpoint blob's: bounded by ``request_timeout``.
         self._store: S3Store | None = None
+        #: For a checkpoint blob's GET and PUT, body included: ``blob_timeout``.
+        self._blob_store: S3Store | None = None
         # object_store opens as many connections as there are requests: this bounds
         # what one list page fans out.
         self._slots = asyncio.Semaphore(settings.max_connections)
 
     async def start(self) -> None:
         try:
-            self._store = S3Store(self.settings.bucket, **_store_options(self.settings))
+            settings = self.settings
+            self._store = S3Store(
+                settings.bucket, **_store_options(settings, settings.request_timeout)
+            )
+            self._blob_store = S3Store(
+                settings.bucket, **_store_options(settings, settings.blob_timeout)
+            )
         except BaseError as error:
             raise ConfigurationError(
                 f"cannot set up S3 for {self.settings.describe()}: {first_line(error)}"
             ) from None
 
     async def close(self) -> None:
-        self._store = None
+        self._store = self._blob_store = None
         # obstore resolves each Python future from a tokio thread that goes on to
         # release its Python references; if the interpreter starts finalizing in that
         # window, the thread panics and the process aborts (SIGABRT at exit, seen in
@@ -143,6 +186,13 @@ class Bucket:
         if self._store is None:
             raise unavailable(f"the S3 store {self.settings.describe()} is not started")
         return self._store
+
+    def _for(self, blob: bool) -> S3Store:
+        if not blob:
+            return self._s3
+        if self._blob_store is None:
+            raise unavailable(f"the S3 store {self.settings.describe()} is not started")
+        return self._blob_store
 
     def _fail(self, what: str, error: BaseException) -> NoReturn:
         raise request_failed(what, self.settings.describe(), error) from None
@@ -157,6 +207,14 @@ class Bucket:
                 async for _ in stream:
                     break
         except REQUEST_FAILED as error:
+            if _INSTANCE_METADATA in str(error) and not _credentials_configured(self.settings):
+                raise ConfigurationError(
+                    f"no AWS credentials found for {self.settings.describe()}: set "
+                    "access_key_id and secret_access_key in the store URL, "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (the "
+                    f"instance metadata service at {_INSTANCE_METADATA}, the last place "
+                    "looked, did not answer)"
+                ) from None
             if "NoSuchBucket" in str(error):
                 raise ConfigurationError(
                     f"bucket {self.settings.bucket!r} does not exist "
@@ -167,10 +225,11 @@ class Bucket:
                 f"{first_line(error)}"
             ) from None
 
-    async def get(self, key: str) -> StoredObject | None:
+    async def get(self, key: str, *, blob: bool = False) -> StoredObject | None:
+        """The object at ``key``, or None; ``blob``: a checkpoint's (``blob_timeout``)."""
         try:
             async with self._slots:
-                result = await obstore.get_async(self._s3, key)
+                result = await obstore.get_async(self._for(blob), key)
                 body = bytes(await result.bytes_async())
         except MISSING:
             return None
@@ -197,8 +256,11 @@ class Bucket:
         rev: str | None = None,
         if_none_match: bool = False,
         if_match: str | None = None,
+        blob: bool = False,
     ) -> str:
         """Store ``body`` at ``key`` in one PUT and return its ETag.
+
+        ``blob``: the body is a checkpoint blob, bounded by ``blob_timeout``.
 
         ``if_none_match`` writes only if the key is absent and ``if_match`` only if its
         ETag is unchanged (and the object still there); a failed condition raises
@@ -215,7 +277,12 @@ class Bucket:
         try:
             async with self._slots:
                 result = await obstore.put_async(
-                    self._s3, key, body, mode=mode, attributes=attributes, use_multipart=False
+                    self._for(blob),
+                    key,
+                    body,
+                    mode=mode,
+                    attributes=attributes,
+                    use_multipart=False,
                 )
         except CONDITION_FAILED:
             raise PreconditionFailed(key) from None

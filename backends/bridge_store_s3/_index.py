@@ -69,7 +69,7 @@ async def put_entries(bucket: Bucket, keys: Sequence[str]) -> None:
     await asyncio.gather(*(bucket.put(key, b"") for key in keys))
 
 
-async def put_new(bucket: Bucket, key: str, body: bytes, rev: str) -> bool:
+async def put_new(bucket: Bucket, key: str, body: bytes, rev: str, *, blob: bool = False) -> bool:
     """Create ``key`` with ``If-None-Match: *``; False if another object holds it.
 
     A 412 is checked against ``rev``: our own write answered 412 by the client's retry
@@ -78,7 +78,7 @@ async def put_new(bucket: Bucket, key: str, body: bytes, rev: str) -> bool:
     """
     for attempt in range(MAX_CONFLICTS):
         try:
-            await bucket.put(key, body, rev=rev, if_none_match=True)
+            await bucket.put(key, body, rev=rev, if_none_match=True, blob=blob)
             return True
         except PreconditionFailed:
             head = await bucket.head(key)

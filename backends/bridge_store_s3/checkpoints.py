@@ -48,7 +48,7 @@ class TenantCheckpoints:
         )
 
     async def get(self, agent_id: str, blob_id: str) -> bytes | None:
-        stored = await self._bucket.get(self._layout.blob(agent_id, blob_id))
+        stored = await self._bucket.get(self._layout.blob(agent_id, blob_id), blob=True)
         return stored.body if stored is not None else None
 
     async def create(self, agent_id: str, blob_id: str, data: bytes) -> None:
@@ -57,7 +57,7 @@ class TenantCheckpoints:
         entry = self._entry(BlobRef(blob_id=blob_id, agent_id=agent_id), rev)
         await put_entries(self._bucket, [entry])
         started = time.monotonic()
-        if not await put_new(self._bucket, key, data, rev):
+        if not await put_new(self._bucket, key, data, rev, blob=True):
             await drop_quietly(self._bucket, [entry], "checkpoint index entries")
             raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
         if time.monotonic() - started > STALE_GRACE.total_seconds() / 2:
@@ -72,7 +72,7 @@ class TenantCheckpoints:
                 raise missing
             try:
                 # Same rev: the blob's index entry stays valid.
-                await self._bucket.put(key, data, rev=head.rev, if_match=head.etag)
+                await self._bucket.put(key, data, rev=head.rev, if_match=head.etag, blob=True)
             except PreconditionFailed:
                 # Changed or deleted since the HEAD: look again.
                 await backoff(attempt)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
 
 _ADDRESSING_STYLES = ("auto", "path", "virtual")
 _TEXT_PARAMS = (
@@ -18,7 +21,10 @@ _TEXT_PARAMS = (
     "addressing_style",
 )
 _INT_PARAMS = ("max_attempts", "max_connections")
-_FLOAT_PARAMS = ("connect_timeout", "request_timeout")
+_FLOAT_PARAMS = ("connect_timeout", "request_timeout", "blob_timeout")
+#: Where the AWS SDKs and CLI read a custom endpoint (MinIO, LocalStack, R2): the
+#: S3-specific variable first, as they do.
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 PARAMS = _TEXT_PARAMS + _INT_PARAMS + _FLOAT_PARAMS
 
 
@@ -29,6 +35,12 @@ class S3Settings:
     Unset endpoint, region and credentials fall back to the standard AWS chain
     (``AWS_*`` environment variables, ``~/.aws/config`` and ``credentials``, instance
     roles). Secrets are excluded from ``repr`` so a logged settings object leaks nothing.
+
+    The three timeouts: ``connect_timeout`` and ``request_timeout`` (every request but
+    a checkpoint blob's) default to the server's backend timeout (``serve
+    --backend-timeout``, 5 s), so an unreachable or partitioned S3 gives
+    ``unavailable`` within about that long; ``blob_timeout`` bounds a checkpoint
+    blob's GET or PUT, body included, which must fit a 95 MiB blob on a slow link.
     """
 
     bucket: str
@@ -45,9 +57,9 @@ class S3Settings:
     max_attempts: int = 4
     #: Requests in flight at once: bounds how many one list page fans out.
     max_connections: int = 32
-    connect_timeout: float = 5.0
-    #: A whole request, body included: a 95 MiB blob must fit in it on a slow link.
-    request_timeout: float = 60.0
+    connect_timeout: float = DEFAULT_BACKEND_TIMEOUT
+    request_timeout: float = DEFAULT_BACKEND_TIMEOUT
+    blob_timeout: float = 60.0
 
     def describe(self) -> str:
         """The store's location for messages: no credentials."""
@@ -55,7 +67,15 @@ class S3Settings:
         return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
 
 
-def parse_url(url: str) -> S3Settings:
+def parse_url(
+    url: str,
+    timeout: float = DEFAULT_BACKEND_TIMEOUT,
+    environ: Mapping[str, str] | None = None,
+) -> S3Settings:
+    """The settings ``url`` describes; ``timeout`` is the default of the two request
+    timeouts it omits, and the endpoint comes from ``AWS_ENDPOINT_URL_S3`` or
+    ``AWS_ENDPOINT_URL`` in ``environ`` (the process's) when the URL has none."""
+    environ = os.environ if environ is None else environ
     parts = urlsplit(url)
     bucket = parts.hostname or ""
     if not bucket or parts.port is not None or parts.username or parts.password:
@@ -82,7 +102,12 @@ def parse_url(url: str) -> S3Settings:
     if ("access_key_id" in values) != ("secret_access_key" in values):
         raise ConfigurationError("access_key_id and secret_access_key go together")
 
-    numbers: dict[str, int | float] = {}
+    if "endpoint_url" not in values:
+        for variable in ENDPOINT_ENV:
+            if environ.get(variable):
+                values["endpoint_url"] = environ[variable]
+                break
+    numbers: dict[str, int | float] = {"connect_timeout": timeout, "request_timeout": timeout}
     for name in _INT_PARAMS:
         if name in values:
             numbers[name] = _positive(name, values.pop(name), int)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bridge_store import hookimpl
+from bridge_store.substores import BackendOptions
 
 from .settings import POSTGRES_SCHEMES, SQLITE_SCHEMES, parse_postgres, parse_sqlite
 
@@ -25,7 +26,7 @@ def bridge_store_url_schemes() -> list[str]:
 
 
 @hookimpl
-def bridge_store_open_backend(url: str) -> SqlBackend | None:
+def bridge_store_open_backend(url: str, options: BackendOptions) -> SqlBackend | None:
     scheme = urlsplit(url).scheme
     if scheme not in SQLITE_SCHEMES and scheme not in POSTGRES_SCHEMES:
         return None
@@ -36,4 +37,4 @@ def bridge_store_open_backend(url: str) -> SqlBackend | None:
 
     if scheme in SQLITE_SCHEMES:
         return SqlBackend(SqliteDatabase(parse_sqlite(url)))
-    return SqlBackend(PostgresDatabase(parse_postgres(url)))
+    return SqlBackend(PostgresDatabase(parse_postgres(url, options.timeout), options))

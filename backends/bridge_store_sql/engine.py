@@ -26,6 +26,7 @@ import abc
 import asyncio
 import functools
 import importlib.util
+import socket
 import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -37,7 +38,7 @@ from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from bridge_store.errors import ConfigurationError, unavailable
-from bridge_store.substores import PoolStats
+from bridge_store.substores import BackendOptions, PoolStats
 from bridge_store.urls import redact
 
 from . import errors
@@ -267,15 +268,35 @@ def _import_asyncpg() -> Any:
     return asyncpg
 
 
+def _keep_alive(connection: Any, options: dict[int, int]) -> None:
+    """TCP keepalives and a user timeout on an asyncpg connection's socket.
+
+    asyncpg has no setting for them (libpq's ``keepalives_*`` are not read); its
+    transport is the only way to the socket. Without them, a pooled connection to a
+    database cut off by a partition looks alive until a statement times out on it.
+    """
+    transport = getattr(connection, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:  # a Unix socket, or an asyncpg that keeps it elsewhere
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for option, value in options.items():
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    except OSError:
+        return  # not TCP (a Unix socket): nothing to keep alive
+
+
 class PostgresDatabase(Database):
     dialect: Literal["sqlite", "postgresql"] = "postgresql"
 
-    def __init__(self, settings: PostgresSettings) -> None:
+    def __init__(self, settings: PostgresSettings, options: BackendOptions | None = None) -> None:
         # Checked when the URL is opened, so a missing extra fails before serving starts.
         if importlib.util.find_spec("asyncpg") is None:
             raise ConfigurationError(_MISSING_ASYNCPG)
         super().__init__(redact(settings.dsn))
         self.settings = settings
+        self._keepalive = (options or BackendOptions()).tcp_keepalive()
         self._engine: AsyncEngine | None = None
         self._autocommit: AsyncEngine | None = None
         self._pool: QueuePool | None = None
@@ -362,11 +383,13 @@ class PostgresDatabase(Database):
         async def connect() -> Any:
             # asyncpg parses the DSN like libpq does: TLS parameters (sslmode,
             # sslrootcert...) and server settings reach it unchanged.
-            return await asyncpg.connect(
+            connection = await asyncpg.connect(
                 settings.dsn,
                 timeout=settings.connect_timeout,
                 command_timeout=settings.command_timeout,
             )
+            _keep_alive(connection, self._keepalive)
+            return connection
 
         # Looked up when called, not imported by name: tracing's SQLAlchemy
         # instrumentation (bridge_store.tracing) wraps the module's function.
@@ -388,6 +411,19 @@ class PostgresDatabase(Database):
             # it before anything is sent, without a pre-ping round trip.
             if dbapi_connection.driver_connection.is_closed():
                 raise sa.exc.DisconnectionError("connection closed while idle")
+
+        @sa.event.listens_for(engine.sync_engine, "handle_error")
+        def abandon_timed_out(context: sa.engine.ExceptionContext) -> None:
+            # A statement that timed out leaves its connection unusable, and SQLAlchemy
+            # then closes it politely, waiting for the server to answer once more: a
+            # whole extra timeout when the server is cut off. Nothing more is owed to
+            # it: drop the socket, so the call fails after one timeout, not two.
+            fairy = context.connection.connection if context.connection is not None else None
+            if isinstance(context.original_exception, TimeoutError) and fairy is not None:
+                driver = fairy.driver_connection
+                if driver is not None:
+                    driver.terminate()
+                context.is_disconnect = True
 
         self._engine = engine
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")

@@ -18,6 +18,7 @@ from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
 from bridge_store.urls import redact
 
 SQLITE_SCHEMES = ("sqlite",)
@@ -48,15 +49,20 @@ class PostgresSettings:
     pool_size: int = 10
     max_overflow: int = 0
     #: Seconds to wait for a free pooled connection before answering ``unavailable``.
-    pool_timeout: float = 10.0
+    #: This and the two timeouts below default to the server's backend timeout
+    #: (``serve --backend-timeout``, 5 s), so that a dead or partitioned database gives
+    #: ``unavailable`` within about that long.
+    pool_timeout: float = DEFAULT_BACKEND_TIMEOUT
     #: Replace connections older than this many seconds (-1: never).
     pool_recycle: int = 1800
     #: Ping every connection on checkout. Off by default: it doubles the round trips of
     #: every call; connections closed while idle are caught without it.
     pool_pre_ping: bool = False
-    connect_timeout: float = 5.0
-    #: Seconds one statement may run before it is cancelled (``unavailable``).
-    command_timeout: float = 60.0
+    connect_timeout: float = DEFAULT_BACKEND_TIMEOUT
+    #: Seconds one statement may run before it is cancelled (``unavailable``). The
+    #: largest checkpoint (95 MiB) took 2.0-3.1 s to write here on loopback at load
+    #: average 8: raise it for stores reached over slow links.
+    command_timeout: float = DEFAULT_BACKEND_TIMEOUT
 
 
 def _positive_int(name: str, value: str) -> int:
@@ -157,14 +163,17 @@ def _take(params: Mapping[str, str], name: str, parse: Callable[[str, str], T], 
     return parse(name, params[name]) if name in params else default
 
 
-def parse_postgres(url: str) -> PostgresSettings:
+def parse_postgres(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> PostgresSettings:
+    """The URL's settings; ``timeout`` is the default of the three timeouts it omits."""
     parts = urlsplit(url)
     params = _query(parts.query, redact(url))
     passthrough = {key: value for key, value in params.items() if key not in _OWN_PARAMETERS}
     dsn = urlunsplit(
         ("postgresql", parts.netloc, parts.path, urlencode(passthrough), parts.fragment)
     )
-    defaults = PostgresSettings(dsn="")
+    defaults = PostgresSettings(
+        dsn="", pool_timeout=timeout, connect_timeout=timeout, command_timeout=timeout
+    )
     return PostgresSettings(
         dsn=dsn,
         pool_size=_take(params, "pool_size", _positive_int, defaults.pool_size),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging.config
+import math
 import os
 import signal
 import socket
@@ -26,6 +27,7 @@ from ..http_guard import guarded_protocol
 from ..http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from ..plugins import get_plugin_manager
 from ..stores import resolve
+from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from ..tokens import TOKEN_ENV, load_or_generate
 from ..tokens_file import TOKENS_FILE_ENV, open_registry
 from .keys import keyring_from
@@ -122,6 +124,17 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         ),
     )
     serve.add_argument(
+        "--backend-timeout",
+        type=float,
+        default=DEFAULT_BACKEND_TIMEOUT,
+        metavar="SECONDS",
+        help=(
+            "longest wait on a backend (connecting, a pooled connection, one statement, "
+            "command or S3 request) before the call fails with 'unavailable'; a store "
+            "URL's own timeout parameters override it (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
         "--max-connections",
         type=int,
         default=HttpLimits().max_connections,
@@ -202,8 +215,13 @@ def run(args: argparse.Namespace) -> int:
         tracing.instrument()
 
     routes = routes_from(args)
+    if not (math.isfinite(args.backend_timeout) and args.backend_timeout > 0):
+        raise ConfigurationError(
+            f"--backend-timeout must be a positive number of seconds, not {args.backend_timeout}"
+        )
+    options = BackendOptions(timeout=args.backend_timeout)
     # Bad URLs and missing extras are found before a token is written or a port opened.
-    resolved = resolve(get_plugin_manager(), routes)
+    resolved = resolve(get_plugin_manager(), routes, options)
     tls = uvicorn_tls(args)
     if args.max_connections < 1:
         raise ConfigurationError("--max-connections must be positive")
@@ -222,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_public=args.metrics_public,
         access_log=args.access_log,
         ui=args.ui,
+        backend_timeout=options.timeout,
     )
     app = create_app(config, resolved=resolved, tracing=tracing)
     listener = _listen(args.host, args.port)
