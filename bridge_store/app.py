@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from .observe import CallObserver
 from .plugins import get_plugin_manager
 from .readiness import READY_PATH, ServedBackend, readiness_report
 from .sealed_stores import seal_stores
-from .stores import ResolvedStores, Stores, resolve
+from .stores import OpenStores, ResolvedStores, Stores, resolve
 from .types import Answer
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ class BridgeStoreApp:
         #: The CallStore endpoint, under the tracing middleware when traces are on.
         self.call_store_endpoint = call_store_endpoint
         self.starlette = starlette
+        #: Starts the backends now rather than when the lifespan starts (which then
+        #: takes them as they are); raises what a backend's start raises.
+        self.open_stores: Callable[[], Awaitable[None]] = _nothing_to_open
         #: The app's metrics (None with ``metrics=False``), e.g. for an embedding
         #: application to add its own or serve the registry elsewhere.
         self.metrics: Metrics | None = None
@@ -126,9 +129,19 @@ def create_app(
             backend.succeeded()
         return answer
 
+    # The started backends, once started: by open_stores() ahead of the server (serve
+    # does, so a backend that cannot start stops it with one line, not uvicorn's
+    # traceback of a failed lifespan), or else by the lifespan.
+    started: list[OpenStores] = []
+
+    async def open_stores() -> None:
+        if not started:
+            started.append(await backends.start(migrate=config.migrate))
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        opened = await backends.start(migrate=config.migrate)
+        await open_stores()
+        opened = started.pop()
         # Secrets are sealed closest to the backends; metrics count what clients see.
         stores = seal_stores(opened.stores, config.keyring)
         serving.append(stores if metrics is None else metrics.counts.metered(stores))
@@ -191,9 +204,14 @@ def create_app(
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
     app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)
+    app.open_stores = open_stores
     app.metrics = metrics
     return app
 
 
 def _no_pool() -> None:
     """The pool figures of a backend without ``pool_stats``: none."""
+
+
+async def _nothing_to_open() -> None:
+    """The stores of an app not made by create_app: its lifespan opens them."""

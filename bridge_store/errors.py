@@ -86,3 +86,18 @@ def unavailable(message: str) -> ConnectError:
 
 class ConfigurationError(Exception):
     """A deployment mistake found at start-up (bad URL, missing extra); not a request error."""
+
+
+class BackendUnreachable(ConfigurationError):
+    """A backend did not answer at start-up (refused, timed out): it may answer later.
+
+    A ConfigurationError (the server does not start) that a supervisor may retry;
+    every other one needs a person to change something.
+    """
+
+
+#: Exit statuses of the ``bridge-store`` commands (docs/limits.md lists them).
+EXIT_CONFIGURATION = 2
+EXIT_UNREACHABLE = 3
+#: Interrupted (SIGINT) before the server was up, as shells report it.
+EXIT_INTERRUPTED = 130

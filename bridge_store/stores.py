@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import pluggy
 
-from .errors import ConfigurationError
+from .errors import BackendUnreachable, ConfigurationError, ConnectError
 from .plugins import open_backend
 from .substores import (
     SUBSTORE_NAMES,
@@ -25,6 +25,7 @@ from .substores import (
     RunStore,
     SubstoreName,
 )
+from .urls import redact
 
 T = TypeVar("T")
 
@@ -91,8 +92,15 @@ class ResolvedStores:
         """Start every backend; closes those that started when one fails."""
         started: list[Backend] = []
         try:
-            for backend in self.backends.values():
-                await backend.start(migrate=migrate)
+            for url, backend in self.backends.items():
+                try:
+                    await backend.start(migrate=migrate)
+                except ConnectError as error:
+                    # A backend that reports its start's outage as a call would: it did
+                    # not answer, and may later.
+                    raise BackendUnreachable(
+                        f"cannot start the store at {redact(url)}: {error.message}"
+                    ) from error
                 started.append(backend)
         except BaseException:
             for backend in reversed(started):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +17,12 @@ TOKEN_ENV = "BRIDGE_STORE_AUTH_TOKEN"  # noqa: S105 - a variable name, not a sec
 DEFAULT_TOKEN_FILE = "bridge-store.token"  # noqa: S105 - a file name, not a secret
 
 
+#: The shortest token serve accepts: a short one can be guessed over the network.
+MIN_TOKEN_LENGTH = 16
+
+logger = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True, slots=True)
 class AuthToken:
     value: str
@@ -22,21 +30,50 @@ class AuthToken:
     generated_file: Path | None = None
 
 
-def load_or_generate(token_file: str | None, environ: dict[str, str]) -> AuthToken:
-    """The token from the environment, else from ``token_file``, else a new one.
+def load_or_generate(token_file: str | None, environ: Mapping[str, str]) -> AuthToken:
+    """The token from the environment, else from the token file, else a new one in it.
 
-    A new token is written to ``token_file`` (or ``./bridge-store.token``) with mode
-    0600, so the bridge's launcher can read it; the token itself is never printed.
+    The token file is ``token_file``, or ``./bridge-store.token``; both behave alike: a
+    file that exists is read (a restarted server keeps its clients working), one that
+    does not is created with a new token, mode 0600, so the bridge's launcher can read
+    it. A file that another process creates meanwhile is read, never replaced. The
+    token itself is never printed. A token shorter than :data:`MIN_TOKEN_LENGTH` is a
+    ConfigurationError; a token file that others can read is warned about.
     """
     from_env = environ.get(TOKEN_ENV, "").strip()
     if from_env:
-        return AuthToken(from_env)
+        return AuthToken(_strong(from_env, TOKEN_ENV))
     path = Path(token_file or DEFAULT_TOKEN_FILE)
-    if token_file is not None and path.exists():
-        return AuthToken(read_token_file(path))
-    value = new_token()
-    write_private(path, value)
-    return AuthToken(value, generated_file=path.resolve())
+    if not path.exists():
+        value = new_token()
+        if create_private(path, value):
+            return AuthToken(value, generated_file=path.resolve())
+    value = _strong(read_token_file(path), f"auth token file {path}")
+    _warn_if_readable_by_others(path)
+    return AuthToken(value)
+
+
+def _strong(value: str, source: str) -> str:
+    if len(value) < MIN_TOKEN_LENGTH:
+        raise ConfigurationError(
+            f"the token in {source} is {len(value)} characters long; use at least "
+            f"{MIN_TOKEN_LENGTH} (e.g. openssl rand -hex 32)"
+        )
+    return value
+
+
+def _warn_if_readable_by_others(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # read_token_file says what is wrong with it
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        logger.warning(
+            "auth token file %s can be read by other users (mode %s): chmod 600 %s",
+            path,
+            oct(stat.S_IMODE(mode))[2:],
+            path,
+        )
 
 
 def new_token() -> str:
@@ -71,18 +108,42 @@ def read_token_file(path: Path) -> str:
     return value
 
 
-def write_private(path: Path, value: str) -> None:
-    """Write ``value`` to ``path`` readable by the owner only, replacing it atomically.
+def create_private(path: Path, value: str) -> bool:
+    """Create ``path`` holding ``value``, readable by the owner only; False if it exists.
 
-    mkstemp creates the temporary file 0600 before any secret is written to it, so the
-    token is never readable by others, even briefly.
+    The token is written to a temporary file that mkstemp creates 0600, so it is never
+    readable by others, even briefly, then linked into place: the link fails rather
+    than replace a file another process created meanwhile, and a reader never sees a
+    half-written token.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as error:
+        raise ConfigurationError(
+            f"cannot create the auth token file {path}: {error.strerror}; choose a writable "
+            f"place with --auth-token-file, or set {TOKEN_ENV}"
+        ) from None
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(value + "\n")
-        os.replace(temporary, path)
-    except BaseException:
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        except OSError:
+            # A file system without hard links: create the file exclusively instead.
+            return _create_exclusively(path, value)
+    finally:
         Path(temporary).unlink(missing_ok=True)
-        raise
+    return True
+
+
+def _create_exclusively(path: Path, value: str) -> bool:
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(value + "\n")
+    return True

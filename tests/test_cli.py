@@ -126,6 +126,10 @@ class OwnTokenServer:
     returncode: int | None = None
 
 
+#: A token serve accepts (16 characters or more), for tests about other things.
+LONG_ENOUGH = {"BRIDGE_STORE_AUTH_TOKEN": "a-token-of-24-characters"}
+
+
 @contextmanager
 def serve_with_own_token(*args: str, cwd: Path | None = None) -> Iterator[OwnTokenServer]:
     """``serve`` with neither token nor store in the environment: the CLI's own handling."""
@@ -190,12 +194,13 @@ def test_the_version_is_pyprojects_and_serve_announces_it(tmp_path: Path) -> Non
 
 def test_token_from_file_is_used_and_not_announced(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
-    token_file.write_text("file-token\n")
+    token_file.write_text("file-token-of-20-chars\n")
+    token_file.chmod(0o600)
     with serve_with_own_token(
         "--store", "memory://", "--auth-token-file", str(token_file)
     ) as server:
         assert "authTokenFile" not in server.ready
-        assert list_agents(server.ready["url"], "file-token").status_code == 200
+        assert list_agents(server.ready["url"], "file-token-of-20-chars").status_code == 200
         assert list_agents(server.ready["url"], "other-token").status_code == 401
 
 
@@ -292,7 +297,7 @@ def accepts_connections(host: str, port: int) -> bool:
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = run_cli("serve", *args, env={"BRIDGE_STORE_AUTH_TOKEN": "t"})
+    result = run_cli("serve", *args, env=LONG_ENOUGH)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -302,7 +307,12 @@ def test_port_in_use_is_reported(tmp_path: Path) -> None:
     with serve("--store", "memory://") as server:
         port = server.url.rsplit(":", 1)[1].rstrip("/")
         result = run_cli(
-            "serve", "--store", "memory://", "--port", port, env={"BRIDGE_STORE_AUTH_TOKEN": "t"}
+            "serve",
+            "--store",
+            "memory://",
+            "--port",
+            port,
+            env=LONG_ENOUGH,
         )
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr

@@ -14,7 +14,7 @@ from bench.services import database_url, execute, fetch, free_port
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.harness import longest_key
 from bridge_store.contract import new_event
-from bridge_store.errors import Code, ConfigurationError, ConnectError
+from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import PostgresDatabase
@@ -235,5 +235,5 @@ async def test_missing_database_fails_the_start() -> None:
 async def test_unreachable_server_fails_the_start_quickly() -> None:
     port = free_port()
     backend = open_backend(get_plugin_manager(), f"postgresql://postgres@127.0.0.1:{port}/db")
-    with pytest.raises(ConfigurationError, match="cannot start the store"):
+    with pytest.raises(BackendUnreachable, match=f"cannot reach postgresql://.*:{port}/db"):
         await asyncio.wait_for(backend.start(migrate=True), timeout=30)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -167,6 +169,31 @@ async def test_database_is_in_wal_mode_with_documents_as_given(
         text
         == '{"agentId":"a","cwd":"/w","updatedAt":9007199254740992,"zeta":1,"alpha":[1.5,null]}'
     )
+
+
+async def test_a_new_database_and_its_wal_and_shm_are_the_owners_alone(
+    backend: SqlBackend, tmp_path: Path
+) -> None:
+    # They hold every agent's blobEncryptionKey; SQLite alone made them 0644.
+    await backend.agents.create({"agentId": "a", "cwd": "/w", "updatedAt": 1})
+    for name in ("store.db", "store.db-wal", "store.db-shm"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+
+
+async def test_an_existing_database_others_can_read_is_warned_about_and_left_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "shared.db"
+    sqlite3.connect(path).close()
+    path.chmod(0o644)
+    backend = await started(f"sqlite:///{path}")
+    await backend.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"SQLite database {path} can be read by other users (mode 644) and holds every "
+        f"agent's blobEncryptionKey: chmod 600 {path}"
+    ]
 
 
 # -- several writers -------------------------------------------------------------------

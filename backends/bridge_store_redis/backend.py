@@ -8,13 +8,14 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 
 from bridge_store.errors import ConfigurationError
 from bridge_store.substores import BackendOptions, PoolStats
 
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
-from .errors import redis_errors
+from .errors import redis_errors, startup_error
 from .events import RedisRunEvents
 from .keys import KeySpace
 from .runs import RedisRuns
@@ -65,22 +66,26 @@ class RedisBackend:
         )
         self.checkpoints = RedisCheckpoints(self._client, self.keys, self._scripts)
 
-    @redis_errors
     async def start(self, *, migrate: bool) -> None:
         """Check that Redis answers and may hold the data, and load the scripts.
 
-        There is no schema to migrate.
+        There is no schema to migrate. What stops the start is said in one line with
+        the fix (:func:`.errors.startup_error`).
         """
-        memory = await self._client.info("memory")
-        policy = str(memory.get("maxmemory_policy", "noeviction"))
-        if policy.startswith("allkeys-"):
-            # Evicting a document, an index or a log without the others corrupts the
-            # store silently; refusing to start is the only safe answer.
-            raise ConfigurationError(
-                f"Redis at {self.settings.host}:{self.settings.port} evicts any key when "
-                f"full (maxmemory-policy {policy}); set it to noeviction for bridge-store"
-            )
-        await self._scripts.load()
+        where = f"Redis at {self.settings.host}:{self.settings.port}"
+        try:
+            memory = await self._client.info("memory")
+            policy = str(memory.get("maxmemory_policy", "noeviction"))
+            if policy.startswith("allkeys-"):
+                # Evicting a document, an index or a log without the others corrupts
+                # the store silently; refusing to start is the only safe answer.
+                raise ConfigurationError(
+                    f"{where} evicts any key when full (maxmemory-policy {policy}); set it "
+                    "to noeviction for bridge-store"
+                )
+            await self._scripts.load()
+        except RedisError as error:
+            raise startup_error(where, self.settings.db, error) from error
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -6,11 +6,17 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bridge_store.errors import Code, ConnectError, unavailable
+from bridge_store.errors import (
+    BackendUnreachable,
+    Code,
+    ConfigurationError,
+    ConnectError,
+    unavailable,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -50,3 +56,33 @@ def redis_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Coroutine[Any
 def _closed_transport(error: RuntimeError) -> bool:
     message = str(error)
     return "closed=True" in message or "handler is closed" in message
+
+
+def startup_error(where: str, db: int, error: RedisError) -> ConfigurationError:
+    """What stops the start of ``where`` (``Redis at host:port``), with the fix.
+
+    A server that could not be reached gives a
+    :class:`~bridge_store.errors.BackendUnreachable`, which may mend itself.
+    """
+    message = str(error).strip() or type(error).__name__
+    if isinstance(error, AuthenticationError) or "NOAUTH" in message or "WRONGPASS" in message:
+        return ConfigurationError(
+            f"{where} refused the login ({message}): check the user and password in the "
+            "store URL (redis://USER:PASSWORD@HOST/...)"
+        )
+    if "DB index is out of range" in message:
+        return ConfigurationError(
+            f"{where} has no database {db} ({message}): use a number below its "
+            "`databases` setting (16 unless configured) in the store URL"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in message or "WRONG_VERSION_NUMBER" in message:
+        return ConfigurationError(
+            f"{where} failed the TLS handshake ({message}): check rediss:// against redis://, "
+            "and ssl_ca_certs (the CA that signed the server's certificate) in the store URL"
+        )
+    if isinstance(error, RedisConnectionError | RedisTimeoutError):
+        return BackendUnreachable(
+            f"cannot reach {where} ({message}): is Redis running, and are the host and "
+            "port in the store URL right?"
+        )
+    return ConfigurationError(f"cannot start the store at {where}: {message}")

@@ -24,7 +24,7 @@ import obstore
 from obstore.exceptions import BaseError
 from obstore.store import S3Store
 
-from bridge_store.errors import ConfigurationError, unavailable
+from bridge_store.errors import BackendUnreachable, ConfigurationError, unavailable
 
 from ._credentials import ProfileCredentials
 from .errors import (
@@ -124,6 +124,8 @@ def _store_options(s: S3Settings, request_timeout: float | None = None) -> dict[
     return options
 
 
+#: What object_store says when it could not get an answer at all (vs. an error answer).
+_UNREACHABLE = ("error sending request", "timed out", "onnection refused", "dns error")
 #: Where object_store asks for instance-role credentials when nothing else gave any.
 _INSTANCE_METADATA = "169.254.169.254"
 #: Variables through which object_store finds credentials without instance metadata.
@@ -220,9 +222,14 @@ class Bucket:
                     f"bucket {self.settings.bucket!r} does not exist "
                     f"({self.settings.describe()}); create it first"
                 ) from None
-            raise ConfigurationError(
+            problem = (
+                BackendUnreachable
+                if any(sign in str(error) for sign in _UNREACHABLE)
+                else ConfigurationError
+            )
+            raise problem(
                 f"cannot list bucket {self.settings.bucket!r} ({self.settings.describe()}): "
-                f"{first_line(error)}"
+                f"{first_line(error)}; check the endpoint and the credentials"
             ) from None
 
     async def get(self, key: str, *, blob: bool = False) -> StoredObject | None:

@@ -9,6 +9,7 @@ import sqlalchemy.exc as sa_exc
 from bridge_store.errors import ConfigurationError, ConnectError
 from bridge_store.substores import PoolStats
 
+from . import errors
 from . import migrate as migrate_module
 from .agents import SqlAgents
 from .checkpoints import SqlCheckpoints
@@ -49,17 +50,11 @@ class SqlBackend:
                     current or "(none)",
                     head,
                 )
-        except ConnectError as error:
+        except (ConnectError, sa_exc.DBAPIError) as error:
+            # Unreachable, refused at connect (a password, a missing database), or a
+            # file SQLite cannot write: a start-up problem, said in one line with the fix.
             await self.db.close()
-            raise ConfigurationError(
-                f"cannot start the store at {self.db.description}: {error.message}"
-            ) from error
-        except sa_exc.DBAPIError as error:
-            # Refused at connect (unknown database, bad setting): a deployment mistake.
-            await self.db.close()
-            raise ConfigurationError(
-                f"cannot start the store at {self.db.description}: {error.orig}"
-            ) from error
+            raise errors.startup_error(self.db.description, error) from error
         except BaseException:
             await self.db.close()
             raise

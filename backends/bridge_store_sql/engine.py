@@ -26,8 +26,6 @@ import abc
 import asyncio
 import functools
 import importlib.util
-import socket
-import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -41,7 +39,7 @@ from bridge_store.errors import ConfigurationError, unavailable
 from bridge_store.substores import BackendOptions, PoolStats
 from bridge_store.urls import redact
 
-from . import errors
+from . import connections, errors
 from .settings import PostgresSettings, SqliteSettings
 from .sqlite_threads import BatchingThreads, ClosedError, run_reads, run_writes
 
@@ -96,28 +94,6 @@ class Database(abc.ABC):
 # -- SQLite ----------------------------------------------------------------------------
 
 
-def _enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
-    """Switch the file to WAL, waiting up to the busy timeout for other connections.
-
-    The switch needs an exclusive lock, and while another connection holds any lock
-    on a rollback-journal file (one another tool created, or a new file several
-    processes open at once) SQLite answers "database is locked" at once, without
-    calling the busy handler. So the wait is done here. This runs in the driver's
-    worker thread, never on the event loop.
-    """
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    delay = 0.005
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode = WAL")
-            return
-        except Exception as error:
-            if "database is locked" not in str(error) or time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
-
-
 class SqliteDatabase(Database):
     """One SQLite file: a writer thread and a pool of reader threads.
 
@@ -147,7 +123,7 @@ class SqliteDatabase(Database):
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout}")
-            _enable_wal(cursor, busy_timeout)
+            connections.enable_wal(cursor, busy_timeout)
             # In WAL mode NORMAL survives a crash of the process; a power loss may roll
             # back the last commits. FULL would fsync on every append.
             cursor.execute("PRAGMA synchronous = NORMAL")
@@ -165,12 +141,7 @@ class SqliteDatabase(Database):
 
     async def start(self) -> None:
         path = self.settings.path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise ConfigurationError(
-                f"cannot create the directory of {path}: {error.strerror}"
-            ) from None
+        connections.prepare_sqlite_file(path)
         url = sa.URL.create("sqlite+pysqlite", database=str(path))
         # hide_parameters: SQLAlchemy puts a failed statement's parameters (whole
         # documents, encryption keys included) into the exception's message, and logs
@@ -266,25 +237,6 @@ def _import_asyncpg() -> Any:
     except ImportError:
         raise ConfigurationError(_MISSING_ASYNCPG) from None
     return asyncpg
-
-
-def _keep_alive(connection: Any, options: dict[int, int]) -> None:
-    """TCP keepalives and a user timeout on an asyncpg connection's socket.
-
-    asyncpg has no setting for them (libpq's ``keepalives_*`` are not read); its
-    transport is the only way to the socket. Without them, a pooled connection to a
-    database cut off by a partition looks alive until a statement times out on it.
-    """
-    transport = getattr(connection, "_transport", None)
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None:  # a Unix socket, or an asyncpg that keeps it elsewhere
-        return
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        for option, value in options.items():
-            sock.setsockopt(socket.IPPROTO_TCP, option, value)
-    except OSError:
-        return  # not TCP (a Unix socket): nothing to keep alive
 
 
 class PostgresDatabase(Database):
@@ -388,7 +340,7 @@ class PostgresDatabase(Database):
                 timeout=settings.connect_timeout,
                 command_timeout=settings.command_timeout,
             )
-            _keep_alive(connection, self._keepalive)
+            connections.keep_alive(connection, self._keepalive)
             return connection
 
         # Looked up when called, not imported by name: tracing's SQLAlchemy
@@ -404,26 +356,7 @@ class PostgresDatabase(Database):
             hide_parameters=True,
         )
 
-        @sa.event.listens_for(engine.sync_engine, "checkout")
-        def drop_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-            # A connection the server (or a pooler) closed while it sat in the pool is
-            # already known to be closed locally; raising here makes the pool replace
-            # it before anything is sent, without a pre-ping round trip.
-            if dbapi_connection.driver_connection.is_closed():
-                raise sa.exc.DisconnectionError("connection closed while idle")
-
-        @sa.event.listens_for(engine.sync_engine, "handle_error")
-        def abandon_timed_out(context: sa.engine.ExceptionContext) -> None:
-            # A statement that timed out leaves its connection unusable, and SQLAlchemy
-            # then closes it politely, waiting for the server to answer once more: a
-            # whole extra timeout when the server is cut off. Nothing more is owed to
-            # it: drop the socket, so the call fails after one timeout, not two.
-            fairy = context.connection.connection if context.connection is not None else None
-            if isinstance(context.original_exception, TimeoutError) and fairy is not None:
-                driver = fairy.driver_connection
-                if driver is not None:
-                    driver.terminate()
-                context.is_disconnect = True
+        connections.install_pool_hooks(engine.sync_engine)
 
         self._engine = engine
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")

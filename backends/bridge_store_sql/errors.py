@@ -12,7 +12,13 @@ from typing import NoReturn
 
 import sqlalchemy.exc as sa_exc
 
-from bridge_store.errors import ConnectError, invalid_argument, unavailable
+from bridge_store.errors import (
+    BackendUnreachable,
+    ConfigurationError,
+    ConnectError,
+    invalid_argument,
+    unavailable,
+)
 
 #: SQLSTATE classes that mean "the database cannot serve right now": connection
 #: exception, invalid authorization (a rotated password), database gone, insufficient
@@ -80,3 +86,51 @@ def reraise(error: Exception, what: str) -> NoReturn:
     if translated is None:
         raise error
     raise translated from error
+
+
+# -- start-up --------------------------------------------------------------------------
+
+#: SQLSTATEs a server answers a login with, and what to do about each.
+_LOGIN_REFUSED = ("28P01", "28000")  # invalid_password, invalid_authorization_specification
+_NO_DATABASE = "3D000"  # invalid_catalog_name
+_STARTING_UP = ("57P03",)  # cannot_connect_now: starting up, shutting down, recovering
+
+
+def startup_error(where: str, error: BaseException) -> ConfigurationError:
+    """What stops the start of the store ``where`` (its redacted URL), with the fix.
+
+    ``error`` is what starting it raised: a ConnectError (its cause is the driver's
+    error) or the driver's error itself. A server that could not be reached gives a
+    :class:`~bridge_store.errors.BackendUnreachable`, which may mend itself.
+    """
+    cause = error.__cause__ if isinstance(error, ConnectError) and error.__cause__ else error
+    original = cause.orig if isinstance(cause, sa_exc.DBAPIError) else cause
+    state = _sqlstate(cause) if isinstance(cause, sa_exc.DBAPIError) else None
+    reason = (
+        str(original).strip().splitlines()[0] if str(original).strip() else type(original).__name__
+    )
+    if state in _LOGIN_REFUSED:
+        return ConfigurationError(
+            f"{where} refused the login ({reason}): check the user and password in the store URL"
+        )
+    if state == _NO_DATABASE:
+        return ConfigurationError(
+            f"{where}: {reason}: create it (createdb) or fix the database name in the store URL"
+        )
+    if state in _STARTING_UP or isinstance(original, OSError | TimeoutError):
+        what = type(original).__name__ if isinstance(original, TimeoutError) else reason
+        return BackendUnreachable(
+            f"cannot reach {where} ({what}): is the database server running, and are the "
+            "host and port in the store URL right?"
+        )
+    if isinstance(original, Exception) and "unable to open database file" in reason:
+        return ConfigurationError(
+            f"cannot open {where} ({reason}): check that this user may write the file and "
+            "its directory (SQLite puts -wal and -shm files next to it)"
+        )
+    if isinstance(original, Exception) and "readonly database" in reason:
+        return ConfigurationError(
+            f"{where} is read-only ({reason}): give this user write permission on it"
+        )
+    message = error.message if isinstance(error, ConnectError) else reason
+    return ConfigurationError(f"cannot start the store at {where}: {message}")

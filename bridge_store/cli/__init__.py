@@ -17,7 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from .. import __version__
-from ..errors import ConfigurationError
+from ..errors import (
+    EXIT_CONFIGURATION,
+    EXIT_INTERRUPTED,
+    EXIT_UNREACHABLE,
+    BackendUnreachable,
+    ConfigurationError,
+)
 from . import agents, bridge, config, db, keys, runs, serve, token, transcript, ui
 from .settings import apply_config_file
 
@@ -76,5 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(argv)
         return COMMANDS[args.command].run(args)
     except ConfigurationError as error:
+        # One line (two at most) naming the cause and the fix, never a traceback: a
+        # start-up problem is the user's to fix, or a backend's to come back.
         print(f"bridge-store: {error}", file=sys.stderr)
-        return 2
+        return EXIT_UNREACHABLE if isinstance(error, BackendUnreachable) else EXIT_CONFIGURATION
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED

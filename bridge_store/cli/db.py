@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from ..errors import BackendUnreachable, ConnectError
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..urls import redact
@@ -30,16 +31,20 @@ def run(args: argparse.Namespace) -> int:
 
 async def _db(args: argparse.Namespace) -> int:
     manager = get_plugin_manager()
+    upgrading = args.db_command == "upgrade"
     for url, backend in resolve(manager, routes_from(args)).backends.items():
-        await backend.start(migrate=False)
+        # Starting with migrate is the upgrade: a backend started without it warns that
+        # an old schema will fail calls, which is no news to someone upgrading it.
         try:
-            if args.db_command == "upgrade":
-                await backend.upgrade_schema()
-                revision = await backend.schema_revision()
-                print(f"{redact(url)}: upgraded to {revision or '(no schema)'}")
-            else:
-                revision = await backend.schema_revision()
-                print(f"{redact(url)}: {revision or '(no schema)'}")
+            await backend.start(migrate=upgrading)
+        except ConnectError as error:
+            raise BackendUnreachable(
+                f"cannot start the store at {redact(url)}: {error.message}"
+            ) from error
+        try:
+            revision = await backend.schema_revision()
+            shown = revision or "(no schema)"
+            print(f"{redact(url)}: upgraded to {shown}" if upgrading else f"{redact(url)}: {shown}")
         finally:
             await backend.close()
     return 0

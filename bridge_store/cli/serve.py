@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging.config
 import math
@@ -10,7 +11,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -82,9 +83,9 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         "--auth-token-file",
         metavar="PATH",
         help=(
-            f"read the bearer token from PATH, or generate one into PATH (mode 0600) if it "
-            f"does not exist. Env {TOKEN_ENV} takes precedence. With neither, a new token is "
-            f"written to ./bridge-store.token"
+            f"read the bearer token (16 characters or more) from PATH, or generate one into "
+            f"PATH (mode 0600) if it does not exist. Env {TOKEN_ENV} takes precedence. With "
+            f"neither, ./bridge-store.token is used that way"
         ),
     )
     serve.add_argument(
@@ -228,6 +229,12 @@ def run(args: argparse.Namespace) -> int:
     limits = HttpLimits(
         max_connections=connection_cap(args.max_connections, raise_open_file_limit())
     )
+    # The port first: a server that cannot listen (another one holds the port) must
+    # not have written anything, least of all a token its clients would then lack.
+    listener = _listen(args.host, args.port)
+    # What the server creates is its owner's alone: the token file, and a SQLite file
+    # (with its -wal and -shm), which holds every agent's blobEncryptionKey.
+    os.umask(0o077)
     registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(
         routes=routes,
@@ -243,7 +250,6 @@ def run(args: argparse.Namespace) -> int:
         backend_timeout=options.timeout,
     )
     app = create_app(config, resolved=resolved, tracing=tracing)
-    listener = _listen(args.host, args.port)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
@@ -264,21 +270,38 @@ def run(args: argparse.Namespace) -> int:
         # swaps its entries in one assignment, so no call sees half a reload.
         signal.signal(signal.SIGHUP, lambda signum, frame: registry.reload())
     try:
-        return run_announcing(server_config, ready, listener)
+        return run_announcing(server_config, ready, listener, before=app.open_stores)
     finally:
         if tracing is not None:
             tracing.shutdown()  # sends the spans still buffered
 
 
-def run_announcing(config: uvicorn.Config, ready: dict[str, str], listener: socket.socket) -> int:
-    """Serve ``config``'s app on ``listener``, print the ready line, stop on a signal."""
+def run_announcing(
+    config: uvicorn.Config,
+    ready: dict[str, str],
+    listener: socket.socket,
+    before: Callable[[], Awaitable[None]] | None = None,
+) -> int:
+    """Serve ``config``'s app on ``listener``, print the ready line, stop on a signal.
+
+    ``before`` runs first, on the server's event loop (the backends' connections
+    belong to it): what it raises stops the start, as it is, with no server output.
+    """
     server = _AnnouncingServer(config, ready)
-    # uvicorn re-raises the stop signal after its graceful shutdown, under whatever
-    # handler was installed before it started; handlers that just return make a
-    # completed graceful stop exit 0, as process supervisors expect.
-    for stop_signal in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop_signal, _stopped)
-    server.run(sockets=[listener])
+
+    async def main() -> None:
+        if before is not None:
+            await before()
+        # uvicorn re-raises the stop signal after its graceful shutdown, under whatever
+        # handler was installed before it started; handlers that just return make a
+        # completed graceful stop exit 0, as process supervisors expect. Until then,
+        # the default handlers stop a start that hangs.
+        for stop_signal in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop_signal, _stopped)
+        await server.serve(sockets=[listener])
+
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+        runner.run(main())
     return 0 if server.started else 1
 
 

@@ -40,8 +40,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--auth-token-file",
         metavar="PATH",
         help=f"the token to sign in with: read from PATH, or generated into PATH (mode 0600) "
-        f"if it does not exist. Env {TOKEN_ENV} takes precedence; with neither, a new token "
-        f"is written to ./bridge-store.token",
+        f"if it does not exist. Env {TOKEN_ENV} takes precedence; with neither, "
+        f"./bridge-store.token is used that way",
     )
     add_store_arguments(ui)
 
@@ -52,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
     manager = get_plugin_manager()
     routes = routes_from(args)
     resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
-    token = load_or_generate(args.auth_token_file, dict(os.environ))
+    # The port first: nothing is written (a token file) by a viewer that cannot listen.
     listener = _listen(args.host, args.port)
+    token = load_or_generate(args.auth_token_file, dict(os.environ))
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     ready = {"url": f"http://{shown_host}:{port}{UI_PATH}/", "version": __version__}

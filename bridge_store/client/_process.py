@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any, ClassVar, Self, TextIO
 
-from ..errors import ConfigurationError
+from ..errors import BackendUnreachable, ConfigurationError
 
 #: Diagnostic lines kept from a child's stderr for error messages.
 TAIL_LINES = 200
@@ -180,11 +180,14 @@ def start(
     timeout: float,
     what: str,
     stop_timeout: float,
+    *,
+    unreachable_status: int | None = None,
 ) -> tuple[subprocess.Popen[str], StderrPump, dict[str, Any]]:
     """Start a child and wait for its ready line; returns it with the line's JSON.
 
     A child that fails to get ready is stopped before the ConfigurationError that
-    says why is raised, also when the wait is interrupted.
+    says why is raised, also when the wait is interrupted; a BackendUnreachable when it
+    exited with ``unreachable_status`` (a bridge-store child's way of saying so).
     """
     try:
         process = subprocess.Popen(
@@ -202,7 +205,20 @@ def start(
     assert process.stderr is not None
     pump = StderrPump(process.stderr, prefix, echo)
     try:
-        return process, pump, _await_ready(process, pump, prefix, timeout, what, stop_timeout)
+        return (
+            process,
+            pump,
+            _await_ready(
+                process,
+                pump,
+                prefix,
+                timeout,
+                what,
+                stop_timeout,
+                echoed=echo is not None,
+                unreachable_status=unreachable_status,
+            ),
+        )
     except BaseException:
         # Also when interrupted (Ctrl-C, a signal handler): never leave the child behind.
         stop(process, pump, stop_timeout)
@@ -216,7 +232,12 @@ def _await_ready(
     timeout: float,
     what: str,
     stop_timeout: float,
+    *,
+    echoed: bool = False,
+    unreachable_status: int | None = None,
 ) -> dict[str, Any]:
+    """The ready line's JSON; otherwise a ConfigurationError saying why, with the child's
+    last words unless they were ``echoed`` already (they would show twice)."""
     line = pump.wait_ready(timeout)
     payload: Any = None
     if line is not None:
@@ -240,4 +261,9 @@ def _await_ready(
         )
     else:
         reason = f"printed no ready line within {timeout:g}s"
-    raise ConfigurationError(with_output(f"{what} {reason}", pump))
+    message = f"{what} {reason}" if echoed else with_output(f"{what} {reason}", pump)
+    # A child bridge-store that could not reach a backend says so by its status; the
+    # caller's own status then says the same (cli: 3 rather than 2).
+    if unreachable_status is not None and process.poll() == unreachable_status:
+        raise BackendUnreachable(message)
+    raise ConfigurationError(message)

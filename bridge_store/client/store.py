@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..config import READY_PREFIX
-from ..errors import ConfigurationError
+from ..errors import EXIT_UNREACHABLE, ConfigurationError
 from ..tokens import TOKEN_ENV, new_token
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
 from .trust import tls_context
@@ -134,6 +134,7 @@ def start_serve(
         timeout,
         "bridge-store serve",
         Sidecar.stop_timeout,
+        unreachable_status=EXIT_UNREACHABLE,
     )
     return Sidecar(process=process, ready=ready, pump=pump, url=str(ready["url"]), auth_token=token)
 

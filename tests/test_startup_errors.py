@@ -1,0 +1,210 @@
+"""Start-up problems: one or two lines naming the cause and the fix, a documented status.
+
+Each common mistake a new user makes is run as they would run it, and must end with
+``bridge-store: <cause>: <fix>`` on stderr, no traceback, and exit status 2 (a mistake
+to fix) or 3 (a backend that did not answer, which may come back): ``serve``, ``db``,
+``bridge`` and :func:`bridge_store.client.launch`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from bench.pg_cluster import postgres_cluster
+from bench.services import S3Server, execute, free_port, s3_store_url
+from bridge_store.client import launch
+from bridge_store.errors import EXIT_CONFIGURATION, EXIT_UNREACHABLE, BackendUnreachable
+
+TOKEN = "a-token-long-enough-for-serve"
+RUN_TIMEOUT_SECONDS = 120
+
+
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``bridge-store *args`` as a new user runs it: no store configured in the environment."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_STORE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "bridge_store", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**base, "BRIDGE_STORE_AUTH_TOKEN": TOKEN, **(env or {})},
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+
+
+def said(result: subprocess.CompletedProcess[str], status: int, *fragments: str) -> str:
+    """The one message ``result`` printed, checked: the status, no traceback, the words."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert 1 <= len(lines) <= 2, result.stderr
+    assert lines[0].startswith("bridge-store: "), result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr)
+    return result.stderr
+
+
+@contextmanager
+def read_only_directory(path: Path) -> Iterator[Path]:
+    """A directory no file can be created in, even by root (made immutable then)."""
+    path.mkdir()
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None:
+            pytest.skip("running as root without chattr: no directory is read-only")
+        subprocess.run(["chattr", "+i", str(path)], check=True)
+    else:
+        path.chmod(0o555)
+    try:
+        yield path
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o755)
+
+
+def down_url(scheme: str) -> str:
+    """A URL on a loopback port nothing listens on."""
+    port = free_port()
+    return {
+        "postgresql": f"postgresql://postgres@127.0.0.1:{port}/store",
+        "redis": f"redis://127.0.0.1:{port}/0",
+    }[scheme]
+
+
+@pytest.mark.postgres
+def test_postgres_refusing_the_password(tmp_path: Path) -> None:
+    with postgres_cluster() as cluster:
+        admin = cluster.primary.url()
+        execute(admin, "ALTER USER postgres PASSWORD 'the-right-password'")
+        hba = cluster.primary.directory / "pg_hba.conf"
+        hba.write_text("local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n")
+        execute(admin, "SELECT pg_reload_conf()")
+        url = f"postgresql://postgres:a-wrong-password@127.0.0.1:{cluster.primary.port}/postgres"
+        message = said(
+            run("serve", "--port", "0", "--store", url, cwd=tmp_path),
+            EXIT_CONFIGURATION,
+            "refused the login",
+            "check the user and password in the store URL",
+        )
+    assert "a-wrong-password" not in message
+
+
+@pytest.mark.postgres
+def test_postgres_database_missing(tmp_path: Path, make_postgres_url: Callable[[], str]) -> None:
+    url = make_postgres_url().rsplit("/", 1)[0] + "/no_such_database_here"
+    said(
+        run("serve", "--port", "0", "--store", url, cwd=tmp_path),
+        EXIT_CONFIGURATION,
+        'database "no_such_database_here" does not exist',
+        "create it",
+    )
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "redis"])
+def test_a_backend_that_is_down(tmp_path: Path, scheme: str) -> None:
+    said(
+        run("serve", "--port", "0", "--store", down_url(scheme), cwd=tmp_path),
+        EXIT_UNREACHABLE,
+        "cannot reach",
+        "running",
+    )
+
+
+@pytest.mark.redis
+def test_redis_database_number_out_of_range(tmp_path: Path) -> None:
+    said(
+        run("serve", "--port", "0", "--store", "redis://127.0.0.1:6379/99", cwd=tmp_path),
+        EXIT_CONFIGURATION,
+        "has no database 99",
+        "use a number below",
+    )
+
+
+@pytest.mark.s3
+def test_s3_bucket_missing(tmp_path: Path, s3_server: S3Server) -> None:
+    url = s3_store_url(s3_server.endpoint_url, "p/", bucket="no-such-bucket")
+    said(
+        run("serve", "--port", "0", "--store", url, cwd=tmp_path),
+        EXIT_CONFIGURATION,
+        "bucket 'no-such-bucket' does not exist",
+        "create it first",
+    )
+
+
+def test_sqlite_file_in_a_read_only_directory(tmp_path: Path) -> None:
+    with read_only_directory(tmp_path / "locked") as locked:
+        said(
+            run("serve", "--port", "0", "--store", f"sqlite:///{locked}/agents.db", cwd=tmp_path),
+            EXIT_CONFIGURATION,
+            f"cannot create the SQLite database {locked}/agents.db",
+            "choose a place this user may write",
+        )
+
+
+def test_token_file_in_a_read_only_directory(tmp_path: Path) -> None:
+    with read_only_directory(tmp_path / "locked") as locked:
+        token_file = locked / "store.token"
+        result = run(
+            "serve", "--port", "0", "--store", "memory://", "--auth-token-file", str(token_file),
+            cwd=tmp_path,
+            env={"BRIDGE_STORE_AUTH_TOKEN": ""},
+        )  # fmt: skip
+        said(result, EXIT_CONFIGURATION, f"cannot create the auth token file {token_file}")
+
+
+def test_a_token_too_short(tmp_path: Path) -> None:
+    result = run(
+        "serve", "--port", "0", "--store", "memory://", cwd=tmp_path,
+        env={"BRIDGE_STORE_AUTH_TOKEN": "secret"},
+    )  # fmt: skip
+    said(result, EXIT_CONFIGURATION, "6 characters long; use at least 16")
+
+
+@pytest.mark.postgres
+def test_db_commands_with_the_database_down(tmp_path: Path) -> None:
+    for command in ("upgrade", "current"):
+        said(
+            run("db", command, "--store", down_url("postgresql"), cwd=tmp_path),
+            EXIT_UNREACHABLE,
+            "cannot reach",
+        )
+
+
+@pytest.mark.postgres
+def test_db_upgrade_does_not_warn_about_the_schema_it_upgrades(
+    tmp_path: Path, make_postgres_url: Callable[[], str]
+) -> None:
+    result = run("db", "upgrade", "--store", make_postgres_url(), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "upgraded to" in result.stdout
+    assert "calls will fail" not in result.stderr
+
+
+def test_bridge_with_its_store_down_says_so_once(tmp_path: Path) -> None:
+    result = run(
+        "bridge", "--store", down_url("postgresql"), "--workspace", str(tmp_path), cwd=tmp_path
+    )
+    message = said(result, EXIT_UNREACHABLE, "cannot reach", "exited with status 3")
+    # The store's own line passes through once; the bridge's adds the summary.
+    assert message.count("cannot reach") == 1
+
+
+def test_launch_with_its_store_down_raises_two_lines(tmp_path: Path) -> None:
+    with pytest.raises(BackendUnreachable) as caught:
+        launch(down_url("postgresql"), workspace=tmp_path)
+    message = str(caught.value)
+    assert "Traceback" not in message
+    assert len(message.splitlines()) <= 2, message
+    assert "cannot reach" in message
