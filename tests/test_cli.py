@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -260,6 +261,30 @@ def test_sigterm_lets_in_flight_requests_finish(tmp_path: Path) -> None:
     with serve("--store", f"sqlite:///{tmp_path / 'store.db'}") as again:
         stored = again.call("checkpoints", "get", {"agentId": "a", "blobId": "b"})
     assert stored == {"found": True, "data": blob}
+
+
+def test_a_stop_signal_repeated_while_serve_exits_does_not_kill_it(tmp_path: Path) -> None:
+    # A supervisor may send SIGTERM again while the server is finishing; the process
+    # used to die of it (-15) once Python had put the default handlers back.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bridge_store", "serve", "--port", "0", "--store", "memory://"],
+        cwd=tmp_path,
+        env={**os.environ, **LONG_ENOUGH},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    next(line for line in process.stderr if line.startswith(READY_PREFIX))
+    deadline = time.monotonic() + 60
+    while process.poll() is None:
+        assert time.monotonic() < deadline, "serve did not stop"
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    process.stderr.close()
+    assert process.returncode == 0
 
 
 def read_head(connection: socket.socket) -> bytes:

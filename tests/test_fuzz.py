@@ -56,7 +56,7 @@ FUZZ = settings.get_profile("fuzz")
 LONG_RUN_FACTOR = 20
 #: Examples per test and backend: the in-process ones are cheap; network backends pay a
 #: round trip per call (and the liveness check makes three more).
-EXAMPLES = {"memory": 600, "sqlite": 250, "postgres": 120, "redis": 120, "s3": 60}
+EXAMPLES = {"memory": 400, "sqlite": 200, "postgres": 100, "redis": 100, "s3": 50}
 
 
 def recorded_calls() -> list[dict[str, Any]]:

@@ -302,6 +302,11 @@ def run_announcing(
 
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
         runner.run(main())
+    # Stopped. A stop signal still on its way (a supervisor that sends SIGTERM again
+    # once the answer it waited for came) must not turn this clean exit into a kill:
+    # Python puts the default handlers back while it finalizes, but leaves SIG_IGN.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, signal.SIG_IGN)
     return 0 if server.started else 1
 
 
