@@ -139,6 +139,24 @@ def create_private(path: Path, value: str) -> bool:
     return True
 
 
+def write_private(path: Path, value: str) -> None:
+    """Write ``value`` to ``path`` readable by the owner only, replacing it atomically.
+
+    For files this process owns and may replace (a tokens file, a key file). mkstemp
+    creates the temporary file 0600 before any secret is written to it, so the value is
+    never readable by others, even briefly.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(value + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def _create_exclusively(path: Path, value: str) -> bool:
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -32,10 +32,10 @@ class FlakyAgents(MemoryAgents):
 
     down = False
 
-    async def get(self, agent_id: str) -> Document | None:
+    async def get(self, tenant: str, agent_id: str) -> Document | None:
         if FlakyAgents.down:
             raise unavailable("connection refused (test)")
-        return await super().get(agent_id)
+        return await super().get(tenant, agent_id)
 
 
 class FlakyPlugin:

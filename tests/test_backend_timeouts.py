@@ -27,6 +27,7 @@ import httpx
 import pytest
 
 from bench.services import S3Server, s3_store_url
+from bridge_store.auth import DEFAULT_TENANT as TENANT
 from bridge_store.config import READY_PREFIX
 from bridge_store.conformance.harness import agent
 from bridge_store.connect import CALL_STORE_PATH
@@ -118,14 +119,16 @@ async def test_a_partition_gives_unavailable_and_the_store_recovers(
 ) -> None:
     opened, proxy = proxied_store
     stores = opened.stores
-    await stores.agents.create(agent("before"))
-    await stores.checkpoints.create("before", "blob", b"\x00" * 1024)
+    await stores.agents.create(TENANT, agent("before"))
+    await stores.checkpoints.create(TENANT, "before", "blob", b"\x00" * 1024)
     proxy.blackhole()
     calls: list[Callable[[], Awaitable[Any]]] = [
-        lambda: stores.agents.get("before"),
-        lambda: stores.agents.get("before"),
-        lambda: stores.run_events.append(new_event({"runId": "r", "eventType": "e"}, "input")),
-        lambda: stores.checkpoints.get("before", "blob"),
+        lambda: stores.agents.get(TENANT, "before"),
+        lambda: stores.agents.get(TENANT, "before"),
+        lambda: stores.run_events.append(
+            TENANT, new_event({"runId": "r", "eventType": "e"}, "input")
+        ),
+        lambda: stores.checkpoints.get(TENANT, "before", "blob"),
     ]
     for call in calls:
         assert await outcome(call()) is Code.UNAVAILABLE
@@ -133,10 +136,10 @@ async def test_a_partition_gives_unavailable_and_the_store_recovers(
     # Connections opened during the partition are dead too; each is found out within
     # the timeout, and the store answers again.
     for _ in range(12):
-        if await outcome(stores.agents.get("before")) is None:
+        if await outcome(stores.agents.get(TENANT, "before")) is None:
             break
-    assert await stores.agents.get("before") == agent("before")
-    assert await stores.checkpoints.get("before", "blob") == b"\x00" * 1024
+    assert await stores.agents.get(TENANT, "before") == agent("before")
+    assert await stores.checkpoints.get(TENANT, "before", "blob") == b"\x00" * 1024
 
 
 def test_serve_backend_timeout_bounds_calls_and_logs_the_outage_once(
@@ -236,7 +239,7 @@ def test_appends_through_repeated_resets_are_answered_or_unavailable(
                 while time.monotonic() < stop:
                     event = new_event({"runId": f"run-{index}", "eventType": "e"}, "input")
                     try:
-                        await opened.stores.run_events.append(event)
+                        await opened.stores.run_events.append(TENANT, event)
                     except ConnectError as error:
                         if error.code is not Code.UNAVAILABLE:
                             failures.append(repr(error))

@@ -7,6 +7,7 @@ import secrets
 import pytest
 
 from bench.services import S3_BUCKET, S3_REGION, S3Server
+from bridge_store.auth import DEFAULT_TENANT
 from bridge_store.conformance.harness import agent
 from bridge_store.errors import ConfigurationError
 from bridge_store.plugins import get_plugin_manager
@@ -49,8 +50,8 @@ async def test_an_http_endpoint_from_the_environment_is_used(
     opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=True)
     try:
         doc = agent("from-the-environment")
-        await opened.stores.agents.create(doc)
-        assert await opened.stores.agents.get("from-the-environment") == doc
+        await opened.stores.agents.create(DEFAULT_TENANT, doc)
+        assert await opened.stores.agents.get(DEFAULT_TENANT, "from-the-environment") == doc
     finally:
         await opened.close()
         s3_server.delete_prefix(prefix + "/")

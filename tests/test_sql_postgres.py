@@ -132,7 +132,7 @@ async def test_an_index_entry_over_postgres_limit_is_invalid_argument(backend: S
     # still gets a client error, not the database's SQLSTATE 54000 as internal.
     too_long = longest_key(0, 3000)
     with pytest.raises(ConnectError) as caught:
-        await backend.agents.create({"agentId": too_long, "cwd": "/w", "updatedAt": 1})
+        await backend.agents.create("default", {"agentId": too_long, "cwd": "/w", "updatedAt": 1})
     assert caught.value.code == Code.INVALID_ARGUMENT
     assert "index row size" in caught.value.message
 

@@ -175,7 +175,7 @@ async def test_a_new_database_and_its_wal_and_shm_are_the_owners_alone(
     backend: SqlBackend, tmp_path: Path
 ) -> None:
     # They hold every agent's blobEncryptionKey; SQLite alone made them 0644.
-    await backend.agents.create({"agentId": "a", "cwd": "/w", "updatedAt": 1})
+    await backend.agents.create("default", {"agentId": "a", "cwd": "/w", "updatedAt": 1})
     for name in ("store.db", "store.db-wal", "store.db-shm"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
 
