@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -27,7 +27,7 @@ from ..errors import ConfigurationError
 from ..http_guard import guarded_protocol
 from ..http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from ..plugins import get_plugin_manager
-from ..stores import resolve
+from ..stores import ResolvedStores, Routes, resolve
 from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from ..tokens import TOKEN_ENV, load_or_generate
 from ..tokens_file import TOKENS_FILE_ENV, open_registry
@@ -35,6 +35,9 @@ from .keys import keyring_from
 from .settings import add_config_argument
 from .store_options import add_store_arguments, routes_from
 from .tls import add_tls_arguments, uvicorn_tls
+
+if TYPE_CHECKING:
+    from ..tracing import Tracing
 
 DEFAULT_PORT = 8787
 #: How long in-flight requests may take to finish after SIGTERM/SIGINT.
@@ -203,7 +206,6 @@ class _AnnouncingServer(uvicorn.Server):
 
 def run(args: argparse.Namespace) -> int:
     # Starlette, the app and its metrics load only for serve.
-    from ..app import create_app
     from ..logs import logging_config
     from ..tracing import tracing_from_environment
 
@@ -233,8 +235,30 @@ def run(args: argparse.Namespace) -> int:
     # not have written anything, least of all a token its clients would then lack.
     listener = _listen(args.host, args.port)
     # What the server creates is its owner's alone: the token file, and a SQLite file
-    # (with its -wal and -shm), which holds every agent's blobEncryptionKey.
-    os.umask(0o077)
+    # (with its -wal and -shm), which holds every agent's blobEncryptionKey. Restored
+    # on the way out, for a caller that runs serve in its own process.
+    umask = os.umask(0o077)
+    try:
+        return _serve_on(listener, args, routes, resolved, options, limits, tls, tracing)
+    finally:
+        os.umask(umask)
+        listener.close()  # uvicorn has closed it after serving; not if the start failed
+        if tracing is not None:
+            tracing.shutdown()  # sends the spans still buffered
+
+
+def _serve_on(
+    listener: socket.socket,
+    args: argparse.Namespace,
+    routes: Routes,
+    resolved: ResolvedStores,
+    options: BackendOptions,
+    limits: HttpLimits,
+    tls: dict[str, Any],
+    tracing: Tracing | None,
+) -> int:
+    from ..app import create_app
+
     registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(
         routes=routes,
@@ -269,11 +293,7 @@ def run(args: argparse.Namespace) -> int:
         # Runs on the main thread between two steps of the event loop: the registry
         # swaps its entries in one assignment, so no call sees half a reload.
         signal.signal(signal.SIGHUP, lambda signum, frame: registry.reload())
-    try:
-        return run_announcing(server_config, ready, listener, before=app.open_stores)
-    finally:
-        if tracing is not None:
-            tracing.shutdown()  # sends the spans still buffered
+    return run_announcing(server_config, ready, listener, before=app.open_stores)
 
 
 def run_announcing(
