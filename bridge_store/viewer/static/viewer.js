@@ -62,6 +62,11 @@
     const more = document.getElementById("more");
     const live = document.getElementById("live");
     const status = document.getElementById("run-status");
+    // Older events load on their own as the reader reaches the end of the page.
+    const watcher = more && "IntersectionObserver" in window ?
+      new IntersectionObserver(function (entries) {
+        if (entries.some(function (entry) { return entry.isIntersecting; }) && state.more) load();
+      }, { rootMargin: "400px" }) : null;
 
     function load() {
       if (state.busy) {
@@ -99,6 +104,12 @@
           if (state.wanted && state.more) {
             state.wanted = false;
             load();
+          } else if (state.more && watcher) {
+            // An observer reports only changes: if the reader scrolled to the end in the
+            // same frame the page was added, "more" never left the view and no change
+            // would come. Observing again reports where it is now.
+            watcher.unobserve(more);
+            watcher.observe(more);
           } else if (!state.more && state.live) {
             window.setTimeout(load, POLL_MS);
           }
@@ -110,12 +121,7 @@
         event.preventDefault();
         load();
       });
-      // Older events load on their own as the reader reaches the end of the page.
-      if ("IntersectionObserver" in window) {
-        new IntersectionObserver(function (entries) {
-          if (entries.some(function (entry) { return entry.isIntersecting; }) && state.more) load();
-        }, { rootMargin: "400px" }).observe(more);
-      }
+      if (watcher) watcher.observe(more);
     }
     if (!state.more && state.live) window.setTimeout(load, POLL_MS);
 
