@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
-#: How long /readyz waits for each backend's probe.
-READINESS_TIMEOUT_SECONDS = 5.0
 
 
 class BridgeStoreApp:
@@ -163,7 +161,9 @@ def create_app(
         # round trip to each.
         if not serving:
             return JSONResponse({"status": "starting", "backends": []}, status_code=503)
-        ready, entries = await readiness_report(served, READINESS_TIMEOUT_SECONDS)
+        # Bounded like any wait on a backend: a partitioned one is unready within
+        # --backend-timeout, before the orchestrator's own probe timeout gives up.
+        ready, entries = await readiness_report(served, config.backend_timeout)
         body = {"status": "ready" if ready else "unready", "backends": entries}
         return JSONResponse(body, status_code=200 if ready else 503)
 

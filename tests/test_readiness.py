@@ -9,12 +9,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
 
-from bridge_store import app as app_module
 from bridge_store import hookimpl
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
@@ -25,6 +24,7 @@ from bridge_store.stores import Routes
 from bridge_store_memory import MemoryBackend
 from tests.support.inprocess import running
 from tests.support.postgres import TcpProxy
+from tests.support.proxy import FaultyProxy
 from tests.support.server import serve
 
 TOKEN = "readiness-test-token"
@@ -165,15 +165,24 @@ def test_one_backend_not_ready_makes_the_store_unready(base_url: str, plugin: Pl
     assert readyz(base_url)[0] == 200
 
 
-def test_a_probe_that_hangs_is_bounded(
-    base_url: str, plugin: Plugin, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(app_module, "READINESS_TIMEOUT_SECONDS", 0.2)
+def test_a_probe_that_hangs_is_bounded_by_the_backend_timeout(plugin: Plugin) -> None:
+    routes = Routes(
+        agents="probed://store-host/x",
+        runs="memory://",
+        run_events="memory://",
+        checkpoints="memory://",
+    )
+    config = ServerConfig(routes=routes, auth_token=TOKEN, backend_timeout=0.2)
+    app = create_app(config, plugin_manager=get_plugin_manager(plugins=[plugin]))
     plugin.probed.hang = True
-    status, body = readyz(base_url)
+    with running(app) as url:
+        started = time.monotonic()
+        status, body = readyz(url)
+        waited = time.monotonic() - started
     assert status == 503
     assert body["backends"][0]["reason"] == "no answer within 0.2 s"
     assert body["backends"][1]["ready"]
+    assert waited < 2.0
 
 
 def test_a_failing_probe_names_only_the_exception_type(base_url: str, plugin: Plugin) -> None:
@@ -192,13 +201,21 @@ async def test_not_ready_before_the_stores_are_open() -> None:
     assert (response.status_code, response.json()) == (503, {"status": "starting", "backends": []})
 
 
-def test_schema_missing_is_unready_until_upgraded(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'empty.db'}"
+@pytest.mark.parametrize(
+    "scheme", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_schema_missing_is_unready_until_upgraded(
+    tmp_path: Path, request: pytest.FixtureRequest, scheme: str
+) -> None:
+    if scheme == "sqlite":
+        url = f"sqlite:///{tmp_path / 'empty.db'}"
+    else:
+        url = request.getfixturevalue("make_postgres_url")()
     with serve("--store", url, "--no-migrate") as server:
         status, body = readyz(server.url)
         assert status == 503
         (backend,) = body["backends"]
-        assert backend["scheme"] == "sqlite"
+        assert backend["scheme"] == scheme
         assert backend["reason"].startswith("schema at revision (none), not ")
         assert "bridge-store db upgrade" in backend["reason"]
         # /healthz stays liveness: the process answers.
@@ -253,3 +270,36 @@ def test_postgres_outage_is_unready_and_recovery_ready_again(
 
         proxy.start()
         assert ready_again(server.url)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
+def test_a_partitioned_backend_is_unready_within_the_backend_timeout(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    # Packets dropped, nothing refused: only the backend timeout ends the probe.
+    fixture = "make_postgres_url" if backend == "postgres" else "make_redis_url"
+    url = request.getfixturevalue(fixture)()
+    target = urlsplit(url)
+    proxy = FaultyProxy(target.hostname or "127.0.0.1", target.port or 0)
+    netloc = target.netloc.replace(f"{target.hostname}:{target.port}", f"127.0.0.1:{proxy.port}")
+    proxied = urlunsplit(target._replace(netloc=netloc))
+    try:
+        with serve("--store", proxied, "--backend-timeout", "1") as server:
+            assert readyz(server.url)[0] == 200
+            proxy.blackhole()
+            started = time.monotonic()
+            status, body = readyz(server.url)
+            waited = time.monotonic() - started
+            assert status == 503
+            assert body["backends"][0]["ready"] is False
+            assert waited < 3.0, waited
+            proxy.heal()
+            assert ready_again(server.url)
+    finally:
+        proxy.close()
