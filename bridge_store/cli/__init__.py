@@ -2,9 +2,9 @@
 
 ``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
 current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
-generate|rotate`` (:mod:`.keys`), the history commands ``agents``, ``runs`` and
-``transcript`` (reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and
-``config show`` (:mod:`.config`); the storage flags they share are in
+generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), the history commands
+``agents``, ``runs`` and ``transcript`` (reading as :mod:`.read_options` says), ``ui``
+(:mod:`.ui`) and ``config show`` (:mod:`.config`); the storage flags they share are in
 :mod:`.store_options`, serve's config file in :mod:`.settings`.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 """
@@ -24,7 +24,7 @@ from ..errors import (
     BackendUnreachable,
     ConfigurationError,
 )
-from . import agents, bridge, config, db, keys, runs, serve, token, transcript, ui
+from . import agents, bridge, config, db, keys, prune, runs, serve, token, transcript, ui
 from .settings import apply_config_file
 
 
@@ -45,6 +45,7 @@ COMMANDS: dict[str, Command] = {
     "db": db,
     "token": token,
     "keys": keys,
+    "prune": prune,
     "agents": agents,
     "runs": runs,
     "transcript": transcript,
