@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
 
+from .errors import ConnectError, already_exists, invalid_argument
 from .types import Document
 
 SubstoreName: TypeAlias = Literal["agents", "runs", "runEvents", "checkpoints"]
@@ -128,6 +129,11 @@ def stored_event(event: Document, seq: int) -> Document:
     return ordered
 
 
+def appended_event(event: Document) -> Document:
+    """A stored event as an append receives it: without ``seq`` and ``offset``."""
+    return {key: value for key, value in event.items() if key not in ("seq", "offset")}
+
+
 class AgentStore(Protocol):
     async def get(self, tenant: str, agent_id: str) -> Document | None:
         """The stored agent document, or None."""
@@ -193,6 +199,55 @@ class RunEventStore(Protocol):
 
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         """Delete the logs of the given runs; None means every run."""
+
+    async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
+        """Store events of run ``run_id`` exactly as another store holds them; how many.
+
+        For copying and restoring history (``bridge-store copy``, ``import``), never
+        called by the bridge. ``events`` are stored documents (as :meth:`list` returns
+        them) with consecutive seqs. Those whose seq the run already holds are left as
+        they are: the caller compares them. The others are stored verbatim, with their
+        ``seq``, ``offset``, ``createdAt`` and ``idempotencyKey``, and later appends
+        continue after the highest seq. They must continue the log: the first seq not
+        yet held must be the run's last seq + 1 (``invalid_argument`` otherwise, since
+        a log has no gaps), and an idempotency key the run holds at another seq is
+        ``already_exists``; either way nothing is stored. :func:`restorable` checks
+        the arguments.
+        """
+
+
+def check_restore(run_id: str, events: Sequence[Document]) -> None:
+    """Raise ``invalid_argument`` unless ``events`` suit :meth:`RunEventStore.restore`:
+    stored events of run ``run_id`` with consecutive seqs and distinct idempotency keys."""
+    for index, event in enumerate(events):
+        if event.get("runId") != run_id:
+            raise invalid_argument(f"restore: an event of another run than {run_id}")
+        seq = event.get("seq")
+        if seq != events[0]["seq"] + index or event.get("offset") != str(seq) or seq < 1:
+            raise invalid_argument(f"restore: run {run_id}'s events are not consecutive")
+    keys = [e["idempotencyKey"] for e in events if e.get("idempotencyKey") is not None]
+    if len(keys) != len(set(keys)):
+        raise invalid_argument(f"restore: two of run {run_id}'s events have one idempotency key")
+
+
+def restorable(run_id: str, events: Sequence[Document], last_seq: int) -> list[Document]:
+    """The events of a :meth:`RunEventStore.restore` call that are new to a log ending at
+    ``last_seq``, checked by :func:`check_restore`; ``invalid_argument`` if they would
+    leave a gap."""
+    check_restore(run_id, events)
+    new = [event for event in events if event["seq"] > last_seq]
+    if new and new[0]["seq"] != last_seq + 1:
+        raise invalid_argument(gap(run_id, last_seq, new[0]["seq"]))
+    return new
+
+
+def gap(run_id: str, last_seq: int, seq: int) -> str:
+    return f"restore: run {run_id} ends at seq {last_seq}; seq {seq} would leave a gap"
+
+
+def duplicate_key(run_id: str, key: str) -> ConnectError:
+    """The error of a restore that would give one idempotency key two events."""
+    return already_exists(f"restore: run {run_id} already holds idempotency key {key!r}")
 
 
 class CheckpointStore(Protocol):

@@ -111,6 +111,9 @@ class MemoryRunEvents:
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         self._tenants.of(tenant).delete(run_ids)
 
+    async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
+        return self._tenants.of(tenant).restore(run_id, events)
+
 
 class MemoryCheckpoints:
     def __init__(self) -> None:

@@ -16,6 +16,8 @@ from bridge_store.substores import (
     BlobRef,
     RunPosition,
     agent_position,
+    duplicate_key,
+    restorable,
     run_position,
     stored_event,
 )
@@ -182,6 +184,20 @@ class RunEvents:
         if key is not None:
             self._by_key[(run_id, key)] = stored
         return copy_json(stored)
+
+    def restore(self, run_id: str, events: Sequence[Document]) -> int:
+        log = self._logs.get(run_id, [])
+        new = restorable(run_id, events, len(log))
+        for event in new:
+            key = event["idempotencyKey"]
+            if key is not None and (run_id, key) in self._by_key:
+                raise duplicate_key(run_id, key)
+        for event in new:
+            stored = copy_json(event)
+            self._logs.setdefault(run_id, []).append(stored)
+            if stored["idempotencyKey"] is not None:
+                self._by_key[(run_id, stored["idempotencyKey"])] = stored
+        return len(new)
 
     def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         # seq n sits at index n - 1, so the slice starts right after after_seq.

@@ -28,8 +28,9 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from bridge_store.errors import invalid_argument
 from bridge_store.jsontext import dumps, loads_document
-from bridge_store.substores import stored_event
+from bridge_store.substores import appended_event, check_restore, duplicate_key, gap, stored_event
 from bridge_store.types import Document
 
 from ._rows import DELETE_BATCH, Tenants
@@ -77,6 +78,25 @@ class RedisRunEvents:
             num=limit,
         )
         return [_stored(member) for member in cast("list[bytes]", members)]
+
+    @redis_errors
+    async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
+        check_restore(run_id, events)
+        if not events:
+            return 0
+        keys = self._keys.of(tenant)
+        args: list[bytes | int] = [utf8(run_id), self._ttl_ms]
+        for event in events:
+            member = b"%016d" % event["seq"] + dumps(appended_event(event))
+            args.extend((event["seq"], member, utf8(event["idempotencyKey"] or "")))
+        result: list[Any] = await self._scripts.restore_events(
+            keys=[keys.event_log(run_id), keys.event_keys(run_id), keys.event_runs()], args=args
+        )
+        if result[0] == b"gap":
+            raise invalid_argument(gap(run_id, int(result[1]), int(events[0]["seq"])))
+        if result[0] == b"key":
+            raise duplicate_key(run_id, from_utf8(result[1]))
+        return int(result[0])
 
     @redis_errors
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:

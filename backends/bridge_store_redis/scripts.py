@@ -136,13 +136,38 @@ for i = 3, #KEYS do
 end
 """
 
+#: Sets a log's expiry after a write: its TTL (and the registry's score), or none.
+_KEEP_LOG = """
+local function keep_log(run_arg, ttl_arg)
+  local ttl = tonumber(ttl_arg)
+  if ttl > 0 then
+    local now = redis.call('TIME')
+    local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    -- The registry entry lives as long as the log; entries of logs that have expired
+    -- are pruned here, so the registry does not collect them.
+    redis.call('ZADD', KEYS[3], now_ms + ttl, run_arg)
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now_ms)
+  else
+    -- A log may carry a TTL from a server configured with retention: drop it, since
+    -- this server promises to keep the log.
+    redis.call('PERSIST', KEYS[1])
+    redis.call('PERSIST', KEYS[2])
+    redis.call('ZADD', KEYS[3], 'inf', run_arg)
+  end
+end
+"""
+
 #: KEYS: the run's log, its idempotency-key hash, the registry of runs with logs.
 #: ARGV: run id, event body (JSON without seq/offset), idempotency key ('' for none),
 #: time to live in milliseconds ('0' for none).
 #: Returns {seq} for a new event, or {seq, member} of the event stored under the key.
 #: The seq is the log's size plus one: events are never removed one by one, only
 #: whole logs, so seqs stay gapless.
-APPEND_EVENT = """
+APPEND_EVENT = (
+    _KEEP_LOG
+    + """
 local key = ARGV[3]
 if key ~= '' then
   local existing = redis.call('HGET', KEYS[2], key)
@@ -156,25 +181,47 @@ redis.call('ZADD', KEYS[1], seq, string.format('%016d', seq) .. ARGV[2])
 if key ~= '' then
   redis.call('HSET', KEYS[2], key, seq)
 end
-local ttl = tonumber(ARGV[4])
-if ttl > 0 then
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  -- The registry entry lives as long as the log; entries of logs that have expired
-  -- are pruned here, so the registry does not collect them.
-  redis.call('ZADD', KEYS[3], now_ms + ttl, ARGV[1])
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now_ms)
-else
-  -- A log may carry a TTL from a server configured with retention: drop it, since
-  -- this server promises to keep the log.
-  redis.call('PERSIST', KEYS[1])
-  redis.call('PERSIST', KEYS[2])
-  redis.call('ZADD', KEYS[3], 'inf', ARGV[1])
-end
+keep_log(ARGV[1], ARGV[4])
 return {seq}
 """
+)
+
+#: KEYS: as APPEND_EVENT. ARGV: run id, time to live in milliseconds ('0' for none),
+#: then per event its seq, its member (as APPEND_EVENT stores it) and its idempotency
+#: key ('' for none), in seq order. Events at seqs the log holds are skipped.
+#: Returns {count} stored, {'gap', last seq} or {'key', idempotency key}, having then
+#: stored nothing.
+RESTORE_EVENTS = (
+    _KEEP_LOG
+    + """
+local last = redis.call('ZCARD', KEYS[1])
+local new = {}
+for i = 3, #ARGV, 3 do
+  local seq = tonumber(ARGV[i])
+  if seq > last then
+    if #new == 0 and seq ~= last + 1 then
+      return {'gap', last}
+    end
+    local key = ARGV[i + 2]
+    if key ~= '' and redis.call('HEXISTS', KEYS[2], key) == 1 then
+      return {'key', key}
+    end
+    new[#new + 1] = i
+  end
+end
+if #new == 0 then
+  return {0}
+end
+for _, i in ipairs(new) do
+  redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1])
+  if ARGV[i + 2] ~= '' then
+    redis.call('HSET', KEYS[2], ARGV[i + 2], ARGV[i])
+  end
+end
+keep_log(ARGV[1], ARGV[2])
+return {#new}
+"""
+)
 
 #: KEYS[1]: the registry; then per run its log and idempotency-key hash.
 #: ARGV: the run ids, in the same order.
@@ -193,6 +240,7 @@ ALL = (
     CREATE_BLOB,
     DELETE_BLOBS,
     APPEND_EVENT,
+    RESTORE_EVENTS,
     DELETE_EVENT_LOGS,
 )
 
@@ -209,6 +257,7 @@ class Scripts:
         self.create_blob = client.register_script(CREATE_BLOB)
         self.delete_blobs = client.register_script(DELETE_BLOBS)
         self.append_event = client.register_script(APPEND_EVENT)
+        self.restore_events = client.register_script(RESTORE_EVENTS)
         self.delete_event_logs = client.register_script(DELETE_EVENT_LOGS)
 
     async def load(self) -> None:

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from bridge_store.errors import unavailable
 from bridge_store.jsontext import dumps, loads_document
-from bridge_store.substores import stored_event
+from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
 
 from ._bucket import Bucket
@@ -161,6 +161,43 @@ class TenantRunEvents:
             data = loads_document(claim.body)
             return data["event"], data["seq"], claim.etag
         return event, seq, new_etag
+
+    # -- restore -----------------------------------------------------------------------
+
+    async def restore(self, run_id: str, events: Sequence[Document]) -> int:
+        async with self._locks.hold(run_id):
+            new = restorable(run_id, events, await self._known_last(run_id))
+            keyed = [event for event in new if event["idempotencyKey"] is not None]
+            claims = await asyncio.gather(
+                *(
+                    self._bucket.get(self._layout.claim(run_id, event["idempotencyKey"]))
+                    for event in keyed
+                )
+            )
+            for event, claim in zip(keyed, claims, strict=True):
+                if claim is not None and loads_document(claim.body)["seq"] != event["seq"]:
+                    raise duplicate_key(run_id, event["idempotencyKey"])
+            # Claims first, as an append makes them, then the events one at a time in
+            # seq order, so that an interrupted restore leaves a shorter gapless log.
+            await asyncio.gather(
+                *(
+                    self._bucket.put(
+                        self._layout.claim(run_id, event["idempotencyKey"]),
+                        dumps({"event": appended_event(event), "seq": event["seq"]}),
+                    )
+                    for event, claim in zip(keyed, claims, strict=True)
+                    if claim is None
+                )
+            )
+            for event in new:
+                try:
+                    await self._bucket.put(
+                        self._layout.event(run_id, event["seq"]), dumps(event), if_none_match=True
+                    )
+                except PreconditionFailed:
+                    raise unavailable(f"run {run_id}: appended to while restored") from None
+                self._remember(run_id, event["seq"])
+            return len(new)
 
     # -- the log's tail ----------------------------------------------------------------
 

@@ -123,6 +123,9 @@ class S3RunEvents:
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         await self._tenants.of(tenant).delete(run_ids)
 
+    async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
+        return await self._tenants.of(tenant).restore(run_id, events)
+
 
 class S3Checkpoints:
     def __init__(self, bucket: Bucket, layout: Layout) -> None:

@@ -21,7 +21,7 @@ import sqlalchemy.exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
 from bridge_store import jsontext
-from bridge_store.substores import stored_event
+from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
 
 from .engine import Database
@@ -102,6 +102,25 @@ def list_query(
 ) -> sa.Select[tuple[int, str]]:
     """The list statement with its parameters bound (for EXPLAIN in the plan tests)."""
     return _LIST.params(b_tenant=tenant, b_run_id=run_id, b_after_seq=after_seq, b_limit=limit)
+
+
+_LAST_SEQ = sa.text(
+    "SELECT MAX(seq) FROM run_events WHERE tenant = :tenant AND run_id = :run_id"
+).columns(seq=sa.BigInteger())
+_LAST_SEQ_LOCKED = sa.text(
+    "SELECT last_seq FROM run_event_counters WHERE tenant = :tenant AND run_id = :run_id FOR UPDATE"
+).columns(last_seq=sa.BigInteger())
+_SET_COUNTER = sa.text(
+    """
+    INSERT INTO run_event_counters AS c (tenant, run_id, last_seq)
+    VALUES (:tenant, :run_id, :last_seq)
+    ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = :last_seq
+    """
+)
+
+
+def _run(tenant: str, run_id: str) -> dict[str, str]:
+    return {"tenant": tenant, "run_id": run_id}
 
 
 # An append answers (seq, None) when it stored the event, or (seq, doc) of the event
@@ -196,6 +215,44 @@ class SqlRunEvents:
 
         rows = await self._db.read(work, what="runEvents.list")
         return [stored_event(jsontext.loads_document(doc), seq) for seq, doc in rows]
+
+    async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
+        postgres = self._db.dialect == "postgresql"
+
+        def work(conn: sa.Connection) -> int:
+            # On Postgres the counter row, locked for the transaction, orders this
+            # against racing appends; SQLite's writer is alone anyway.
+            last = conn.execute(_LAST_SEQ_LOCKED if postgres else _LAST_SEQ, _run(tenant, run_id))
+            new = restorable(run_id, events, last.scalar_one_or_none() or 0)
+            if not new:
+                return 0
+            keys = [event["idempotencyKey"] for event in new if event["idempotencyKey"] is not None]
+            if keys:
+                held = conn.scalars(
+                    sa.select(t.c.idempotency_key)
+                    .where(*_runs(t, tenant, [run_id]), one_of(t.c.idempotency_key, keys))
+                    .limit(1)
+                ).first()
+                if held is not None:
+                    raise duplicate_key(run_id, held)
+            conn.execute(
+                sa.insert(t),
+                [
+                    {
+                        "tenant": tenant,
+                        "run_id": run_id,
+                        "seq": event["seq"],
+                        "idempotency_key": event["idempotencyKey"],
+                        "doc": jsontext.dumps_text(appended_event(event)),
+                    }
+                    for event in new
+                ],
+            )
+            if postgres:
+                conn.execute(_SET_COUNTER, {**_run(tenant, run_id), "last_seq": new[-1]["seq"]})
+            return len(new)
+
+        return await self._db.write(work, what="runEvents.restore", atomic=True, retry=True)
 
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         def work(conn: sa.Connection) -> None:

@@ -9,10 +9,11 @@ from typing import ClassVar
 from bridge_store.substores import SubstoreName
 
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_events, longest_key
+from .restore import RunEventRestoreConformance
 from .tenants import RunEventTenantConformance
 
 
-class RunEventConformance(RunEventTenantConformance):
+class RunEventConformance(RunEventTenantConformance, RunEventRestoreConformance):
     """The runEvents substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "runEvents"
