@@ -335,3 +335,25 @@ class Backend(Protocol):
 
         Called when metrics are scraped, from the event loop: it must not block.
         """
+
+    async def acquire_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Take, or renew, the lease ``name`` for ``holder``; whether ``holder`` holds it now.
+
+        A lease is how one server of a fleet sharing this backend gets to do a job
+        alone (``serve --retain``). It is free, or held by one holder until that holder
+        releases it or ``seconds`` pass without a renewal (so a holder that died frees
+        it by itself). Taking it succeeds when it is free or expired, and when
+        ``holder`` already holds it, which renews it for ``seconds`` from now; it fails
+        (False) while another holder's lease runs. Two holders racing for a free lease,
+        from any processes, cannot both win. ``name`` and ``holder`` are short strings
+        of letters, digits and ``-_.:``. A backend may also end a lease when its
+        holder's connection ends (a Postgres advisory lock). Optional: a backend
+        without leases cannot serve ``serve --retain``.
+        """
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Free the lease ``name`` if ``holder`` holds it; otherwise change nothing.
+
+        Checked against the holder, so a holder whose lease expired and was taken by
+        another never frees the other's. Optional, with :meth:`acquire_lease`.
+        """

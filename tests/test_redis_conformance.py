@@ -2,7 +2,7 @@
 
 import pytest
 
-from bridge_store.conformance import StoreConformance
+from bridge_store.conformance import LeaseConformance, StoreConformance
 from tests.support.redis import MakeRedisUrl
 
 pytestmark = pytest.mark.redis
@@ -20,3 +20,9 @@ class TestRedisBackendWithRetention(StoreConformance):
     @pytest.fixture
     def store_url(self, make_redis_url: MakeRedisUrl) -> str:
         return make_redis_url(run_events_ttl="3600")
+
+
+class TestRedisLeases(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, make_redis_url: MakeRedisUrl) -> str:
+        return make_redis_url()

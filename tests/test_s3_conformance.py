@@ -2,13 +2,19 @@
 
 import pytest
 
-from bridge_store.conformance import StoreConformance
+from bridge_store.conformance import LeaseConformance, StoreConformance
 from tests.support.s3 import MakeS3Url
 
 pytestmark = pytest.mark.s3
 
 
 class TestS3Backend(StoreConformance):
+    @pytest.fixture
+    def store_url(self, make_s3_url: MakeS3Url) -> str:
+        return make_s3_url()
+
+
+class TestS3Leases(LeaseConformance):
     @pytest.fixture
     def store_url(self, make_s3_url: MakeS3Url) -> str:
         return make_s3_url()

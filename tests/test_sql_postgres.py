@@ -11,7 +11,7 @@ import pytest
 
 from bench.round_trips import WriteCounter
 from bench.services import database_url, execute, fetch, free_port
-from bridge_store.conformance import StoreConformance
+from bridge_store.conformance import LeaseConformance, StoreConformance
 from bridge_store.conformance.harness import longest_key
 from bridge_store.contract import new_event
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
@@ -42,6 +42,12 @@ class TestPostgresBackend(StoreConformance):
         if migrated:
             execute(conformance_database, f"TRUNCATE {', '.join(TABLES)}")
         return conformance_database
+
+
+class TestPostgresLeases(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, make_postgres_url: Callable[[], str]) -> str:
+        return make_postgres_url()
 
 
 class TestPostgresChecks(SqlBackendChecks):

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
-from bridge_store.conformance import StoreConformance
+from bridge_store.conformance import LeaseConformance, StoreConformance
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
@@ -29,6 +29,12 @@ from bridge_store_sql.settings import SqliteSettings, parse_sqlite
 
 
 class TestSqliteBackend(StoreConformance):
+    @pytest.fixture
+    def store_url(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path}/store.db"
+
+
+class TestSqliteLeases(LeaseConformance):
     @pytest.fixture
     def store_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path}/store.db"

@@ -9,6 +9,7 @@ reach across tenants.
 from __future__ import annotations
 
 import builtins
+import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -156,6 +157,8 @@ class MemoryBackend:
         self.runs = MemoryRuns()
         self.run_events = MemoryRunEvents()
         self.checkpoints = MemoryCheckpoints()
+        #: Lease name -> (holder, monotonic time it expires at).
+        self._leases: dict[str, tuple[str, float]] = {}
 
     async def start(self, *, migrate: bool) -> None:
         """Nothing to connect to."""
@@ -175,3 +178,16 @@ class MemoryBackend:
 
     def pool_stats(self) -> None:
         """No connections."""
+
+    async def acquire_lease(self, name: str, holder: str, seconds: float) -> bool:
+        now = time.monotonic()
+        current = self._leases.get(name)
+        if current is not None and current[0] != holder and current[1] > now:
+            return False
+        self._leases[name] = (holder, now + seconds)
+        return True
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        current = self._leases.get(name)
+        if current is not None and current[0] == holder:
+            del self._leases[name]

@@ -18,6 +18,7 @@ from .checkpoints import RedisCheckpoints
 from .errors import redis_errors, startup_error
 from .events import RedisRunEvents
 from .keys import KeySpace
+from .leases import RedisLeases
 from .runs import RedisRuns
 from .scripts import Scripts
 from .settings import RedisSettings
@@ -65,6 +66,7 @@ class RedisBackend:
             self._client, self.keys, self._scripts, ttl_seconds=settings.run_events_ttl
         )
         self.checkpoints = RedisCheckpoints(self._client, self.keys, self._scripts)
+        self._leases = RedisLeases(self._client, self.keys)
 
     async def start(self, *, migrate: bool) -> None:
         """Check that Redis answers and may hold the data, and load the scripts.
@@ -109,3 +111,10 @@ class RedisBackend:
         # (get_connection_count is 7.x and later); its pools have kept this set since 4.x.
         in_use = len(getattr(pool, "_in_use_connections", ()))
         return PoolStats(size=self.settings.max_connections, in_use=in_use)
+
+    async def acquire_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """``SET NX PX``, or a renewal by the same holder (leases.py)."""
+        return await self._leases.acquire(name, holder, seconds)
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._leases.release(name, holder)

@@ -10,6 +10,7 @@ from bridge_store.errors import ConfigurationError
 from ._bucket import Bucket
 from .errors import PreconditionFailed
 from .keys import Layout
+from .leases import S3Leases
 from .settings import S3Settings
 from .tenants import S3Agents, S3Checkpoints, S3RunEvents, S3Runs
 
@@ -27,6 +28,7 @@ class S3Backend:
         self.runs = S3Runs(self._bucket, self._layout)
         self.run_events = S3RunEvents(self._bucket, self._layout)
         self.checkpoints = S3Checkpoints(self._bucket, self._layout)
+        self._leases = S3Leases(self._bucket, self._layout)
 
     async def start(self, *, migrate: bool) -> None:
         await self._bucket.start()
@@ -69,3 +71,10 @@ class S3Backend:
 
     def pool_stats(self) -> None:
         """obstore keeps its connections to itself."""
+
+    async def acquire_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """Conditional PUTs of one small object (leases.py)."""
+        return await self._leases.acquire(name, holder, seconds)
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._leases.release(name, holder)

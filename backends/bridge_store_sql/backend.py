@@ -15,6 +15,7 @@ from .agents import SqlAgents
 from .checkpoints import SqlCheckpoints
 from .engine import Database
 from .events import SqlRunEvents
+from .leases import SqlLeases
 from .runs import SqlRuns
 
 logger = logging.getLogger(__name__)
@@ -28,6 +29,7 @@ class SqlBackend:
         self.run_events = SqlRunEvents(db)
         self.checkpoints = SqlCheckpoints(db)
         self._head: str | None = None
+        self._leases = SqlLeases(db)
 
     async def start(self, *, migrate: bool) -> None:
         """Create the engines and check the database answers; upgrade when ``migrate``.
@@ -60,6 +62,7 @@ class SqlBackend:
             raise
 
     async def close(self) -> None:
+        await self._leases.close()
         await self.db.close()
 
     async def upgrade_schema(self) -> None:
@@ -86,3 +89,10 @@ class SqlBackend:
 
     def pool_stats(self) -> PoolStats | None:
         return self.db.pool_stats()
+
+    async def acquire_lease(self, name: str, holder: str, seconds: float) -> bool:
+        """An advisory lock on Postgres, a ``flock`` beside the file on SQLite (leases.py)."""
+        return await self._leases.acquire(name, holder, seconds)
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        await self._leases.release(name, holder)

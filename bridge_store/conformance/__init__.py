@@ -12,9 +12,10 @@ test (its own database, key prefix or bucket prefix)::
 A backend that provides only some substores subclasses only their mixins
 (:class:`AgentConformance`, :class:`RunConformance`, :class:`RunEventConformance`,
 :class:`CheckpointConformance`); the in-memory reference backend serves the others.
-Override the ``plugin_manager`` fixture to test a backend that is not installed as an
-entry point. Input validation is the contract layer's, the same for every backend, so
-it is tested once in bridge-store's own tests, not here.
+A backend with leases (``Backend.acquire_lease``, for ``serve --retain``) also mixes in
+:class:`LeaseConformance`. Override the ``plugin_manager`` fixture to test a backend
+that is not installed as an entry point. Input validation is the contract layer's, the
+same for every backend, so it is tested once in bridge-store's own tests, not here.
 
 The suite talks to the backend through the contract layer exactly as the server does
 (``bridge_store.dispatch.call_store``), so what it checks is what a client sees.
@@ -25,12 +26,14 @@ Requires pytest and pytest-asyncio (``asyncio_mode = "auto"``).
 from .agents import AgentConformance
 from .checkpoints import CheckpointConformance
 from .events import RunEventConformance
+from .leases import LeaseConformance
 from .runs import RunConformance
 from .suite import StoreConformance
 
 __all__ = [
     "AgentConformance",
     "CheckpointConformance",
+    "LeaseConformance",
     "RunConformance",
     "RunEventConformance",
     "StoreConformance",
