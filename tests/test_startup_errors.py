@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,25 +20,34 @@ from pathlib import Path
 import pytest
 
 from bench.pg_cluster import postgres_cluster
-from bench.services import S3Server, execute, free_port, s3_store_url
+from bench.services import S3_BUCKET, S3_REGION, S3Server, execute, free_port, s3_store_url
 from bridge_store.client import launch
-from bridge_store.errors import EXIT_CONFIGURATION, EXIT_UNREACHABLE, BackendUnreachable
+from bridge_store.errors import (
+    EXIT_CONFIGURATION,
+    EXIT_UNREACHABLE,
+    BackendUnreachable,
+    ConfigurationError,
+)
+from tests.test_s3_environment import CREDENTIAL_VARIABLES
 
 TOKEN = "a-token-long-enough-for-serve"
 RUN_TIMEOUT_SECONDS = 120
 
 
 def run(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
+    *args: str, cwd: Path, env: dict[str, str | None] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``bridge-store *args`` as a new user runs it: no store configured in the environment."""
+    """``bridge-store *args`` as a new user runs it: no store configured in the environment.
+
+    ``env`` adds variables, or removes those it maps to None."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_STORE_")}
+    merged = {**base, "BRIDGE_STORE_AUTH_TOKEN": TOKEN, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "bridge_store", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**base, "BRIDGE_STORE_AUTH_TOKEN": TOKEN, **(env or {})},
+        env={name: value for name, value in merged.items() if value is not None},
         timeout=RUN_TIMEOUT_SECONDS,
         check=False,
     )
@@ -112,14 +122,69 @@ def test_postgres_database_missing(tmp_path: Path, make_postgres_url: Callable[[
     )
 
 
+@pytest.mark.parametrize(
+    "command", [("serve", "--port", "0"), ("db", "upgrade"), ("db", "current")]
+)
 @pytest.mark.parametrize("scheme", ["postgresql", "redis"])
-def test_a_backend_that_is_down(tmp_path: Path, scheme: str) -> None:
+def test_a_backend_that_is_down(tmp_path: Path, scheme: str, command: tuple[str, ...]) -> None:
     said(
-        run("serve", "--port", "0", "--store", down_url(scheme), cwd=tmp_path),
+        run(*command, "--store", down_url(scheme), cwd=tmp_path),
         EXIT_UNREACHABLE,
         "cannot reach",
         "running",
     )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", [("serve", "--port", "0"), ("db", "upgrade")])
+def test_postgres_search_path_naming_no_schema(
+    tmp_path: Path, make_postgres_url: Callable[[], str], command: tuple[str, ...]
+) -> None:
+    url = make_postgres_url() + "?search_path=no_such_schema"
+    said(
+        run(*command, "--store", url, cwd=tmp_path),
+        EXIT_CONFIGURATION,
+        "search_path=no_such_schema",
+        "CREATE SCHEMA",
+    )
+
+
+def test_the_port_taken(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        said(
+            run("serve", "--port", str(port), "--store", "memory://", cwd=tmp_path),
+            EXIT_CONFIGURATION,
+            f"cannot listen on 127.0.0.1:{port}",
+            "choose another --port",
+        )
+
+
+def test_a_host_that_is_not_this_machine(tmp_path: Path) -> None:
+    said(
+        run("serve", "--host", "192.0.2.1", "--port", "0", "--store", "memory://", cwd=tmp_path),
+        EXIT_CONFIGURATION,
+        "cannot listen on 192.0.2.1:0",
+        "check --host",
+    )
+
+
+@pytest.mark.s3
+def test_s3_without_credentials(tmp_path: Path, s3_server: S3Server) -> None:
+    nowhere = str(tmp_path / "no-aws-files")
+    result = run(
+        "serve", "--port", "0", "--backend-timeout", "1", "--store", f"s3://{S3_BUCKET}/p?region={S3_REGION}",
+        cwd=tmp_path,
+        env={
+            "AWS_ENDPOINT_URL": s3_server.endpoint_url,
+            "AWS_CONFIG_FILE": nowhere,
+            "AWS_SHARED_CREDENTIALS_FILE": nowhere,
+            **dict.fromkeys(CREDENTIAL_VARIABLES),
+        },
+    )  # fmt: skip
+    said(result, EXIT_CONFIGURATION, "no AWS credentials found", "AWS_ACCESS_KEY_ID")
 
 
 @pytest.mark.redis
@@ -173,16 +238,6 @@ def test_a_token_too_short(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_db_commands_with_the_database_down(tmp_path: Path) -> None:
-    for command in ("upgrade", "current"):
-        said(
-            run("db", command, "--store", down_url("postgresql"), cwd=tmp_path),
-            EXIT_UNREACHABLE,
-            "cannot reach",
-        )
-
-
-@pytest.mark.postgres
 def test_db_upgrade_does_not_warn_about_the_schema_it_upgrades(
     tmp_path: Path, make_postgres_url: Callable[[], str]
 ) -> None:
@@ -199,6 +254,24 @@ def test_bridge_with_its_store_down_says_so_once(tmp_path: Path) -> None:
     message = said(result, EXIT_UNREACHABLE, "cannot reach", "exited with status 3")
     # The store's own line passes through once; the bridge's adds the summary.
     assert message.count("cannot reach") == 1
+
+
+def test_bridge_with_a_store_it_cannot_create_says_so_once(tmp_path: Path) -> None:
+    with read_only_directory(tmp_path / "locked") as locked:
+        url = f"sqlite:///{locked}/agents.db"
+        result = run("bridge", "--store", url, "--workspace", str(tmp_path), cwd=tmp_path)
+    message = said(result, EXIT_CONFIGURATION, "cannot create the SQLite database", "status 2")
+    assert message.count("cannot create") == 1
+
+
+def test_launch_with_a_store_it_cannot_create_raises_two_lines(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    with read_only_directory(locked), pytest.raises(ConfigurationError) as caught:
+        launch(f"sqlite:///{locked}/agents.db", workspace=tmp_path)
+    assert not isinstance(caught.value, BackendUnreachable)
+    message = str(caught.value)
+    assert len(message.splitlines()) <= 2, message
+    assert "cannot create the SQLite database" in message
 
 
 def test_launch_with_its_store_down_raises_two_lines(tmp_path: Path) -> None:

@@ -94,6 +94,8 @@ def reraise(error: Exception, what: str) -> NoReturn:
 _LOGIN_REFUSED = ("28P01", "28000")  # invalid_password, invalid_authorization_specification
 _NO_DATABASE = "3D000"  # invalid_catalog_name
 _STARTING_UP = ("57P03",)  # cannot_connect_now: starting up, shutting down, recovering
+#: invalid_schema_name: no schema of the URL's search_path exists to create tables in.
+_NO_SCHEMA = "3F000"
 
 
 def startup_error(where: str, error: BaseException) -> ConfigurationError:
@@ -116,6 +118,11 @@ def startup_error(where: str, error: BaseException) -> ConfigurationError:
     if state == _NO_DATABASE:
         return ConfigurationError(
             f"{where}: {reason}: create it (createdb) or fix the database name in the store URL"
+        )
+    if state == _NO_SCHEMA:
+        return ConfigurationError(
+            f"{where}: {reason}: create the schema that search_path names (CREATE SCHEMA) "
+            "or fix search_path in the store URL"
         )
     if state in _STARTING_UP or isinstance(original, OSError | TimeoutError):
         what = type(original).__name__ if isinstance(original, TimeoutError) else reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging.config
 import math
@@ -361,5 +362,18 @@ def _listen(host: str, port: int) -> socket.socket:
         listener.bind(address)
         listener.listen(2048)
     except OSError as error:
-        raise ConfigurationError(f"cannot listen on {host}:{port}: {error}") from None
+        reason = error.strerror or str(error)
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({reason}): {_LISTEN_FIXES.get(error.errno, _HOST_FIX)}"
+        ) from None
     return listener
+
+
+_HOST_FIX = "check --host, an address of this machine"
+#: What to do when the port cannot be bound, by errno; anything else is about the host
+#: (a name that does not resolve, an address this machine does not have).
+_LISTEN_FIXES = {
+    errno.EADDRINUSE: "another process holds the port; stop it or choose another --port",
+    errno.EACCES: "this user may not bind that port; choose --port 1024 or above",
+    errno.EADDRNOTAVAIL: _HOST_FIX,
+}
