@@ -363,16 +363,15 @@ def _listen(host: str, port: int) -> socket.socket:
         listener.listen(2048)
     except OSError as error:
         reason = error.strerror or str(error)
-        raise ConfigurationError(
-            f"cannot listen on {host}:{port} ({reason}): {_LISTEN_FIXES.get(error.errno, _HOST_FIX)}"
-        ) from None
+        fix = _LISTEN_FIXES.get(error.errno, _HOST_FIX)
+        raise ConfigurationError(f"cannot listen on {host}:{port} ({reason}): {fix}") from None
     return listener
 
 
 _HOST_FIX = "check --host, an address of this machine"
 #: What to do when the port cannot be bound, by errno; anything else is about the host
 #: (a name that does not resolve, an address this machine does not have).
-_LISTEN_FIXES = {
+_LISTEN_FIXES: dict[int | None, str] = {
     errno.EADDRINUSE: "another process holds the port; stop it or choose another --port",
     errno.EACCES: "this user may not bind that port; choose --port 1024 or above",
     errno.EADDRNOTAVAIL: _HOST_FIX,
