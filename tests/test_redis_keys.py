@@ -81,7 +81,7 @@ def test_each_substore_of_a_prefix_is_one_cluster_slot() -> None:
         table = keys.table(substore, ("x", "y"))
         assert len({key_slot(utf8(key)) for key in table.all()}) == 1
     blobs = [utf8(keys.blob_index("blob")), utf8(keys.blob_index("agent"))]
-    blobs += [keys.blob(terminated(blob) + utf8("agent-{2}")) for blob in TRICKY]
+    blobs += [keys.blob("agent-{2}", terminated(blob) + utf8("agent-{2}")) for blob in TRICKY]
     assert len({key_slot(key) for key in blobs}) == 1
     events = [utf8(keys.event_runs()), keys.event_log("run-{1}"), keys.event_keys("日本")]
     assert len({key_slot(key) for key in events}) == 1
@@ -105,7 +105,7 @@ def test_tenant_default_keeps_the_pre_tenant_layout() -> None:
     assert keys.event_log("r") == b"{team:runEvents}:log:r"
     other = keys.of_tenant("team-b")
     assert other.table("agents", ("updated",)).docs == "{team:agents@team-b}:docs"
-    assert other.blob(b"x") == b"{team:checkpoints@team-b}:blob:x"
+    assert other.blob("a", b"x") == b"{team:checkpoints@team-b}:blob:x"
 
 
 def test_each_tenants_substore_is_one_slot_and_its_own_tag() -> None:
@@ -125,3 +125,40 @@ def test_patterns_match_every_tenant_and_tenant_of_reads_it_back() -> None:
     assert fnmatch.fnmatchcase(docs, keys.tenant_pattern("agents", ":docs"))
     assert not fnmatch.fnmatchcase("{team:agents}:docs", keys.tenant_pattern("agents", ":docs"))
     assert keys.tenant_of(utf8(docs), "agents") == "team-b"
+
+
+def test_the_cluster_layout_gives_each_run_and_each_agent_a_slot_of_its_own() -> None:
+    """Runs' logs and agents' blobs spread over slots; each one's keys share one."""
+    keys = KeySpace("team", spread=True).of_tenant("team-b")
+    assert keys.spread
+    runs = [f"run-{n}" for n in range(50)] + ["run-{1}", "a}b", "日本"]
+    slots = set()
+    for run in runs:
+        own = {key_slot(keys.event_log(run)), key_slot(keys.event_keys(run))}
+        assert len(own) == 1
+        slots |= own
+    assert len(slots) > 40
+    blobs = {key_slot(keys.blob(f"agent-{n}", b"field")) for n in range(50)}
+    assert len(blobs) > 40
+    for agent in ("agent-{2}", "a}b", "a\x00b"):
+        assert len({key_slot(keys.blob(agent, terminated(b) + utf8(agent))) for b in TRICKY}) == 1
+    # The rows and indexes keep their substore's tag (their orderings are global).
+    assert keys.table("agents", ("updated",)).docs == "{team:agents@team-b}:docs"
+    assert keys.blob_index("blob") == "{team:checkpoints@team-b}:by-blob"
+
+
+def test_cluster_layout_keys_are_distinct_and_found_by_the_prefix_patterns() -> None:
+    keys = KeySpace("team", spread=True)
+    assert keys.event_log("r") == b"{team:runEvents#default#r}:log"
+    pairs = [("a", "b}:blob:x"), ("a}:blob:b", "x"), ("a\x00", "b"), ("a", "\x00b")]
+    names = {keys.blob(agent, terminated(blob) + utf8(agent)) for agent, blob in pairs}
+    assert len(names) == len(pairs)
+    assert len({keys.event_log(r) for r in ("a}:keys", "a")} | {keys.event_keys("a")}) == 3
+    other = KeySpace("team:runEvents", spread=True)
+    for key in (keys.event_log("r"), keys.blob("a", b"f"), keys.of_tenant("t").event_keys("r")):
+        text = key.decode()
+        assert any(fnmatch.fnmatchcase(text, pattern) for pattern in keys.patterns())
+        assert not any(fnmatch.fnmatchcase(text, pattern) for pattern in other.patterns())
+    tenant = keys.of_tenant("t")
+    assert fnmatch.fnmatchcase(tenant.event_log("x").decode(), tenant.event_logs_pattern())
+    assert not fnmatch.fnmatchcase(keys.event_log("x").decode(), tenant.event_logs_pattern())

@@ -56,6 +56,30 @@ def test_every_part_of_a_url() -> None:
     }
 
 
+def test_a_cluster_url_names_seed_nodes_and_may_wait_for_replicas() -> None:
+    settings = parse_url(
+        "redis+cluster://svc:p%40ss@n1.internal:7000,n2.internal:7001,[::1]:7002/"
+        "?prefix=team-a&wait_replicas=1&max_connections=8",
+        timeout=2.0,
+    )
+    assert settings.cluster
+    assert settings.nodes == (("n1.internal", 7000), ("n2.internal", 7001), ("::1", 7002))
+    assert (settings.host, settings.port, settings.db) == ("n1.internal", 7000, 0)
+    assert (settings.username, settings.password) == ("svc", "p@ss")
+    assert (settings.prefix, settings.wait_replicas, settings.max_connections) == ("team-a", 1, 8)
+    assert settings.socket_timeout == 2.0
+    plain = parse_url("redis://n1.internal:7000/0")
+    assert not plain.cluster
+    assert plain.wait_replicas == 0
+    assert parse_url("redis+cluster://a:1").wait_replicas == 0
+
+
+def test_the_plugin_opens_a_cluster_url_in_the_cluster_layout_without_connecting() -> None:
+    backend = open_backend(get_plugin_manager(), "redis+cluster://127.0.0.1:1,127.0.0.1:2/")
+    assert backend.keys.spread  # type: ignore[attr-defined]
+    assert not open_backend(get_plugin_manager(), "redis://127.0.0.1:1/").keys.spread  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(
     ("url", "problem"),
     [
@@ -75,6 +99,14 @@ def test_every_part_of_a_url() -> None:
         # TLS options only mean something on rediss://.
         ("redis://?ssl_cert_reqs=none", "unknown Redis URL parameter(s): ssl_cert_reqs"),
         ("rediss://?ssl_cert_reqs=maybe", "ssl_cert_reqs"),
+        ("redis+cluster://cache.internal/", "host:port"),
+        ("redis+cluster://a:1,b/", "host:port"),
+        ("redis+cluster://a:1,:2/", "host:port"),
+        ("redis+cluster://a:99999/", "host:port"),
+        ("redis+cluster://a:1/3", "names no database"),
+        ("redis+cluster://a:1/?wait_replicas=one", "wait_replicas"),
+        # WAIT after every write is offered on clusters only.
+        ("redis://a/?wait_replicas=1", "unknown Redis URL parameter(s): wait_replicas"),
     ],
 )
 def test_bad_urls_are_configuration_errors(url: str, problem: str) -> None:

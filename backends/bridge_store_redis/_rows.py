@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from bridge_store.auth import DEFAULT_TENANT
 
@@ -58,7 +58,7 @@ class Row:
 
 
 class RowTable:
-    def __init__(self, client: Redis, keys: TableKeys, scripts: Scripts) -> None:
+    def __init__(self, client: Redis | RedisCluster, keys: TableKeys, scripts: Scripts) -> None:
         self._client = client
         self._keys = keys
         self._scripts = scripts
@@ -159,7 +159,9 @@ class Tenants(Generic[T]):
         return made
 
 
-async def tenants_holding(client: Redis, keys: KeySpace, substore: str, suffix: str) -> list[str]:
+async def tenants_holding(
+    client: Redis | RedisCluster, keys: KeySpace, substore: str, suffix: str
+) -> list[str]:
     """The tenants whose key ``suffix`` of ``substore`` exists (Redis drops empty keys).
 
     Default's key is checked directly; the others are found with SCAN, which is fine

@@ -17,7 +17,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Literal
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from bridge_store.errors import already_exists, not_found
 from bridge_store.jsontext import dumps, loads_document
@@ -37,7 +37,7 @@ def _order_member(updated_at: int, agent_id: str) -> bytes:
 
 
 class RedisAgents:
-    def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
+    def __init__(self, client: Redis | RedisCluster, keys: KeySpace, scripts: Scripts) -> None:
         self._client = client
         self._keys = keys
         self._tables = Tenants(

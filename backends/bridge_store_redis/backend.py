@@ -1,20 +1,22 @@
-"""The Redis backend: one connection pool, the scripts, the four substores."""
+"""The Redis backend: one client (a connection pool, or a cluster client with a pool per
+node), the scripts, the four substores."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from bridge_store.errors import ConfigurationError
 from bridge_store.substores import BackendOptions, PoolStats
 
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
+from .cluster import cluster_client
 from .errors import redis_errors, startup_error
 from .events import RedisRunEvents
 from .keys import KeySpace
@@ -52,13 +54,16 @@ def _client(settings: RedisSettings, options: BackendOptions) -> Redis:
 
 
 class RedisBackend:
-    """Every substore in one Redis database, under one key prefix."""
+    """Every substore in one Redis database (or one Redis Cluster), under one key prefix."""
 
     def __init__(self, settings: RedisSettings, options: BackendOptions | None = None) -> None:
         self.settings = settings
-        self.keys = KeySpace(settings.prefix)
+        self.keys = KeySpace(settings.prefix, spread=settings.cluster)
         # Creating the client opens no connection; the first command does.
-        self._client = _client(settings, options or BackendOptions())
+        options = options or BackendOptions()
+        self._client: Redis | RedisCluster = (
+            cluster_client(settings, options) if settings.cluster else _client(settings, options)
+        )
         self._scripts = Scripts(self._client)
         self.agents = RedisAgents(self._client, self.keys, self._scripts)
         self.runs = RedisRuns(self._client, self.keys, self._scripts)
@@ -75,23 +80,37 @@ class RedisBackend:
         the fix (:func:`.errors.startup_error`).
         """
         where = f"Redis at {self.settings.host}:{self.settings.port}"
+        if self.settings.cluster:
+            where = "the Redis Cluster at " + ",".join(f"{h}:{p}" for h, p in self.settings.nodes)
         try:
-            memory = await self._client.info("memory")
-            policy = str(memory.get("maxmemory_policy", "noeviction"))
-            if policy.startswith("allkeys-"):
-                # Evicting a document, an index or a log without the others corrupts
-                # the store silently; refusing to start is the only safe answer.
-                raise ConfigurationError(
-                    f"{where} evicts any key when full (maxmemory-policy {policy}); set it "
-                    "to noeviction for bridge-store"
-                )
+            for memory in await self._memory_infos():
+                policy = str(memory.get("maxmemory_policy", "noeviction"))
+                if policy.startswith("allkeys-"):
+                    # Evicting a document, an index or a log without the others
+                    # corrupts the store silently; refusing to start is the only safe
+                    # answer.
+                    raise ConfigurationError(
+                        f"{where} evicts any key when full (maxmemory-policy {policy}); "
+                        "set it to noeviction for bridge-store"
+                    )
             await self._scripts.load()
-        except RedisError as error:
+        except (RedisError, RedisClusterException) as error:
             raise startup_error(where, self.settings.db, error) from error
+
+    async def _memory_infos(self) -> list[dict[str, Any]]:
+        """``INFO memory`` of the server, or of each primary of the cluster."""
+        client = self._client
+        if isinstance(client, RedisCluster):
+            await client.initialize()
+            return [
+                await client.info("memory", target_nodes=node) for node in client.get_primaries()
+            ]
+        return [await client.info("memory")]
 
     async def close(self) -> None:
         await self._client.aclose()
-        await self._client.connection_pool.disconnect()
+        if isinstance(self._client, Redis):
+            await self._client.connection_pool.disconnect()
 
     async def upgrade_schema(self) -> None:
         """Redis keeps no schema."""
@@ -106,6 +125,11 @@ class RedisBackend:
         return None
 
     def pool_stats(self) -> PoolStats:
+        if isinstance(self._client, RedisCluster):
+            # Per node: redis-py keeps every connection it made and the idle ones.
+            nodes = self._client.get_nodes()
+            busy = sum(len(n._connections) - len(n._free) for n in nodes)
+            return PoolStats(size=self.settings.max_connections * len(nodes), in_use=busy)
         pool = self._client.connection_pool
         # redis-py has no public count of checked-out connections across its versions
         # (get_connection_count is 7.x and later); its pools have kept this set since 4.x.

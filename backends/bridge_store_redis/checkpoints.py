@@ -11,6 +11,19 @@ migrated between cluster nodes). Index members:
 
 A blob's index members follow from its identity, so unlike agents and runs no record
 of them is kept. Listing reads the indexes only, never the blobs.
+
+Cluster layout (``KeySpace.spread``): the bytes live in their agent's slot, the indexes
+in the substore's, so no script can change both. The steps are ordered, and each
+re-checks the other side, so that one create and one delete of the same blob leave
+bytes and index agreeing in whatever order their steps interleave, and a call cut off
+half-way is completed by repeating it:
+
+- create: ``SET NX`` the bytes; add the index entries (also when the bytes already
+  existed: a create cut off after its first step is mended by the retry, which then
+  answers ``already_exists``); if the bytes are gone again (a delete ran between),
+  remove the entries.
+- delete: ``DEL`` the bytes; remove the index entries; re-add those whose bytes exist
+  again (a create ran between).
 """
 
 from __future__ import annotations
@@ -19,7 +32,7 @@ import builtins
 from collections.abc import Sequence
 from typing import cast
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
@@ -44,7 +57,7 @@ def _by_agent_member(ref: BlobRef) -> bytes:
 
 
 class RedisCheckpoints:
-    def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
+    def __init__(self, client: Redis | RedisCluster, keys: KeySpace, scripts: Scripts) -> None:
         self._client = client
         self._root = keys
         self._keys = Tenants(keys.of_tenant)
@@ -57,24 +70,32 @@ class RedisCheckpoints:
 
     @redis_errors
     async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
-        data = await self._client.get(self._keys.of(tenant).blob(_field(agent_id, blob_id)))
+        key = self._keys.of(tenant).blob(agent_id, _field(agent_id, blob_id))
+        data = await self._client.get(key)
         return cast("bytes | None", data)
 
     @redis_errors
     async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         field = _field(agent_id, blob_id)
         keys, by_blob, by_agent = self._indexes(tenant)
-        created = await self._scripts.create_blob(
-            keys=[keys.blob(field), by_blob, by_agent],
-            args=[data, field, terminated(agent_id) + terminated(blob_id)],
-        )
+        members = [field, terminated(agent_id) + terminated(blob_id)]
+        key = keys.blob(agent_id, field)
+        if keys.spread:
+            created = await self._client.set(key, data, nx=True)
+            await self._scripts.index_blobs(keys=[by_blob, by_agent], args=[1, *members])
+            if not await self._client.exists(key):
+                await self._scripts.index_blobs(keys=[by_blob, by_agent], args=[0, *members])
+        else:
+            created = await self._scripts.create_blob(
+                keys=[key, by_blob, by_agent], args=[data, *members]
+            )
         if not created:
             raise already_exists(f"checkpoint blob {blob_id} of agent {agent_id} already exists")
 
     @redis_errors
     async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         # One key, no index change: SET ... XX replaces it only if it exists.
-        key = self._keys.of(tenant).blob(_field(agent_id, blob_id))
+        key = self._keys.of(tenant).blob(agent_id, _field(agent_id, blob_id))
         if not await self._client.set(key, data, xx=True):
             raise not_found(f"checkpoint blob {blob_id} of agent {agent_id} not found")
 
@@ -111,10 +132,19 @@ class RedisCheckpoints:
         members: list[bytes] = []
         for field, ref in zip(fields, refs, strict=True):
             members.extend((field, _by_agent_member(ref)))
-        await self._scripts.delete_blobs(
-            keys=[by_blob, by_agent, *(keys.blob(f) for f in fields)],
-            args=members,
-        )
+        blobs = [keys.blob(ref.agent_id, field) for field, ref in zip(fields, refs, strict=True)]
+        if not keys.spread:
+            await self._scripts.delete_blobs(keys=[by_blob, by_agent, *blobs], args=members)
+            return
+        for blob in blobs:
+            await self._client.delete(blob)
+        await self._scripts.index_blobs(keys=[by_blob, by_agent], args=[0, *members])
+        back: list[bytes] = []
+        for n, blob in enumerate(blobs):
+            if await self._client.exists(blob):
+                back.extend(members[2 * n : 2 * n + 2])
+        if back:
+            await self._scripts.index_blobs(keys=[by_blob, by_agent], args=[1, *back])
 
     @redis_errors
     async def list(

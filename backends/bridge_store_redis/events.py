@@ -19,6 +19,13 @@ Per run: the sorted set ``log:<runId>`` and the hash ``keys:<runId>``
 (idempotencyKey -> seq). The sorted set ``runs`` registers every run that has a log,
 scored by when the log expires (``inf`` without retention), so deleting every log
 needs no SCAN.
+
+Cluster layout (``KeySpace.spread``): each run's two keys are in a slot of their own,
+so the logs spread over the shards, and there is no registry: updated by every append
+it would put one key of every append back on one shard, and kept apart from the logs
+it could disagree with them after a failure. Deleting every log of a tenant SCANs the
+primaries for its keys instead; that is an administrative call, never the bridge's
+per-turn path.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from bridge_store.errors import invalid_argument
 from bridge_store.jsontext import dumps, loads_document
@@ -48,7 +55,12 @@ def _stored(member: bytes) -> Document:
 
 class RedisRunEvents:
     def __init__(
-        self, client: Redis, keys: KeySpace, scripts: Scripts, *, ttl_seconds: int | None
+        self,
+        client: Redis | RedisCluster,
+        keys: KeySpace,
+        scripts: Scripts,
+        *,
+        ttl_seconds: int | None,
     ) -> None:
         self._client = client
         self._keys = Tenants(keys.of_tenant)
@@ -58,14 +70,20 @@ class RedisRunEvents:
     @redis_errors
     async def append(self, tenant: str, event: Document) -> Document:
         run_id = event["runId"]
-        keys = self._keys.of(tenant)
         result: list[Any] = await self._scripts.append_event(
-            keys=[keys.event_log(run_id), keys.event_keys(run_id), keys.event_runs()],
+            keys=self._log_keys(self._keys.of(tenant), run_id),
             args=[utf8(run_id), dumps(event), utf8(event["idempotencyKey"] or ""), self._ttl_ms],
         )
         if len(result) == 1:
             return stored_event(event, int(result[0]))
         return _stored(result[1])
+
+    def _log_keys(self, keys: KeySpace, run_id: str) -> list[str | bytes]:
+        """The keys an append or a restore script takes (the registry: plain layout only)."""
+        names: list[str | bytes] = [keys.event_log(run_id), keys.event_keys(run_id)]
+        if not keys.spread:
+            names.append(keys.event_runs())
+        return names
 
     @redis_errors
     async def list(self, tenant: str, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
@@ -90,7 +108,7 @@ class RedisRunEvents:
             member = b"%016d" % event["seq"] + dumps(appended_event(event))
             args.extend((event["seq"], member, utf8(event["idempotencyKey"] or "")))
         result: list[Any] = await self._scripts.restore_events(
-            keys=[keys.event_log(run_id), keys.event_keys(run_id), keys.event_runs()], args=args
+            keys=self._log_keys(keys, run_id), args=args
         )
         if result[0] == b"gap":
             raise invalid_argument(gap(run_id, int(result[1]), int(events[0]["seq"])))
@@ -101,6 +119,9 @@ class RedisRunEvents:
     @redis_errors
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         keys = self._keys.of(tenant)
+        if keys.spread:
+            await self._delete_spread(keys, run_ids)
+            return
         if run_ids is not None:
             for start in range(0, len(run_ids), DELETE_BATCH):
                 await self._delete_logs(keys, run_ids[start : start + DELETE_BATCH])
@@ -117,3 +138,13 @@ class RedisRunEvents:
         for run_id in run_ids:
             names.extend((keys.event_log(run_id), keys.event_keys(run_id)))
         await self._scripts.delete_event_logs(keys=names, args=[utf8(run_id) for run_id in run_ids])
+
+    async def _delete_spread(self, keys: KeySpace, run_ids: Sequence[str] | None) -> None:
+        if run_ids is not None:
+            for run_id in run_ids:
+                # One command: both keys are in the run's slot.
+                await self._client.unlink(keys.event_log(run_id), keys.event_keys(run_id))
+            return
+        # SCAN may return a key twice; UNLINK of a missing key is harmless.
+        async for key in self._client.scan_iter(match=keys.event_logs_pattern(), count=1000):
+            await self._client.unlink(key)

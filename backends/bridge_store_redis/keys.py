@@ -21,6 +21,18 @@ key is encoded so that byte order equals the contract's order:
   "ab" cannot collide;
 - the last part of a key stays raw UTF-8 (it needs no end marker).
 
+Redis Cluster (``redis+cluster://``, ``KeySpace.spread``): one slot per substore would
+put every event log of a deployment on one shard, so there the heavy keys get tags of
+their own: each run's log and idempotency hash ``{<prefix>:runEvents#<tenant>#<runId>}``,
+each agent's blob bytes ``{<prefix>:checkpoints#<tenant>#<terminated(agentId)>}``, for every tenant
+including default. The rows of agents and runs and the checkpoint indexes keep their
+substore tag: their global orderings need one ordered index per substore. This layout
+is cluster-only because plain Redis stores written before it keep their keys where
+they are (no migration); ``#`` cannot occur in prefixes or tenants, so these tags
+never collide with a substore tag or another prefix's keys. A run or agent id holding
+``}`` ends its tag early: runs sharing the text before it share a slot, and each run's
+keys still share one.
+
 UTF-8 (even with ``surrogatepass``) never contains the byte ``0xFF``, so
 ``prefix + b"\\xff"`` bounds from above every member that starts with ``prefix``.
 UTF-8 byte order equals code point order, which is how Python orders ``str``, so the
@@ -76,9 +88,11 @@ class KeySpace:
 
     prefix: str
     tenant: str = DEFAULT_TENANT
+    #: The cluster layout: run logs and agents' blobs in slots of their own.
+    spread: bool = False
 
     def of_tenant(self, tenant: str) -> KeySpace:
-        return KeySpace(self.prefix, tenant)
+        return KeySpace(self.prefix, tenant, self.spread)
 
     def tag(self, substore: str) -> str:
         if self.tenant == DEFAULT_TENANT:
@@ -95,7 +109,11 @@ class KeySpace:
         return [
             pattern
             for substore in SUBSTORE_NAMES
-            for pattern in (f"{{{self.prefix}:{substore}}}*", self.tenant_pattern(substore, "*"))
+            for pattern in (
+                f"{{{self.prefix}:{substore}}}*",
+                self.tenant_pattern(substore, "*"),
+                f"{{{self.prefix}:{substore}#*",
+            )
         ]
 
     def tenant_pattern(self, substore: str, suffix: str) -> str:
@@ -120,23 +138,42 @@ class KeySpace:
 
     # Checkpoints: a string key per blob, and the table's two indexes.
 
-    def blob(self, field: bytes) -> bytes:
+    def blob(self, agent_id: str, field: bytes) -> bytes:
+        if self.spread:
+            # terminated(): agent ids may hold anything, and the key must name one blob.
+            head = utf8(f"{{{self.prefix}:checkpoints#{self.tenant}#")
+            return head + terminated(agent_id) + b"}:blob:" + field
         return utf8(f"{self.tag('checkpoints')}:blob:") + field
 
     def blob_index(self, name: str) -> str:
         return f"{self.tag('checkpoints')}:by-{name}"
 
-    # Run event logs: one sorted set and one idempotency-key hash per run, and a registry
-    # of the runs that have a log (so "delete every event" needs no SCAN).
+    def _owned(self, substore: str, owner: str) -> bytes:
+        """The tag of ``owner``'s keys in the spread layout."""
+        return utf8(f"{{{self.prefix}:{substore}#{self.tenant}#{owner}}}")
+
+    # Run event logs: one sorted set and one idempotency-key hash per run, and (plain
+    # layout) a registry of the runs that have a log (so "delete every event" needs no
+    # SCAN).
 
     def event_log(self, run_id: str) -> bytes:
+        if self.spread:
+            return self._owned("runEvents", run_id) + b":log"
         return utf8(f"{self.tag('runEvents')}:log:") + utf8(run_id)
 
     def event_keys(self, run_id: str) -> bytes:
+        if self.spread:
+            return self._owned("runEvents", run_id) + b":keys"
         return utf8(f"{self.tag('runEvents')}:keys:") + utf8(run_id)
 
     def event_runs(self) -> str:
+        """The registry (plain layout only: in the spread layout the logs are found by
+        :meth:`event_logs_pattern`, as one registry key would be every append's hot spot)."""
         return f"{self.tag('runEvents')}:runs"
+
+    def event_logs_pattern(self) -> str:
+        """A SCAN pattern for every key of this tenant's run logs (spread layout)."""
+        return f"{{{self.prefix}:runEvents#{self.tenant}#*"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from bridge_store.errors import already_exists, not_found
 from bridge_store.jsontext import dumps, loads_document
@@ -42,7 +42,7 @@ def _order(position: RunPosition) -> tuple[int, str, str]:
 
 
 class RedisRuns:
-    def __init__(self, client: Redis, keys: KeySpace, scripts: Scripts) -> None:
+    def __init__(self, client: Redis | RedisCluster, keys: KeySpace, scripts: Scripts) -> None:
         self._tables = Tenants(
             lambda tenant: RowTable(
                 client, keys.of_tenant(tenant).table("runs", ("turn", "agent", "run")), scripts

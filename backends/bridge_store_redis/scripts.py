@@ -16,7 +16,7 @@ server's locale, so ordering across ranges is left to Python.
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 _DROP_ROW = """
 local function drop_row(field, members)
@@ -137,9 +137,10 @@ end
 """
 
 #: Sets a log's expiry after a write: its TTL (and the registry's score), or none.
+#: Without KEYS[3] (the cluster layout has no registry) only the log's own keys.
 _KEEP_LOG = """
 local function keep_log(run_arg, ttl_arg)
-  local ttl = tonumber(ttl_arg)
+  local ttl, registry = tonumber(ttl_arg), #KEYS == 3
   if ttl > 0 then
     local now = redis.call('TIME')
     local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
@@ -147,19 +148,24 @@ local function keep_log(run_arg, ttl_arg)
     redis.call('PEXPIRE', KEYS[2], ttl)
     -- The registry entry lives as long as the log; entries of logs that have expired
     -- are pruned here, so the registry does not collect them.
-    redis.call('ZADD', KEYS[3], now_ms + ttl, run_arg)
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now_ms)
+    if registry then
+      redis.call('ZADD', KEYS[3], now_ms + ttl, run_arg)
+      redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now_ms)
+    end
   else
     -- A log may carry a TTL from a server configured with retention: drop it, since
     -- this server promises to keep the log.
     redis.call('PERSIST', KEYS[1])
     redis.call('PERSIST', KEYS[2])
-    redis.call('ZADD', KEYS[3], 'inf', run_arg)
+    if registry then
+      redis.call('ZADD', KEYS[3], 'inf', run_arg)
+    end
   end
 end
 """
 
-#: KEYS: the run's log, its idempotency-key hash, the registry of runs with logs.
+#: KEYS: the run's log, its idempotency-key hash, the registry of runs with logs (not
+#: in the cluster layout, where the registry would be in another slot).
 #: ARGV: run id, event body (JSON without seq/offset), idempotency key ('' for none),
 #: time to live in milliseconds ('0' for none).
 #: Returns {seq} for a new event, or {seq, member} of the event stored under the key.
@@ -223,6 +229,22 @@ return {#new}
 """
 )
 
+#: Cluster layout: a blob's bytes are in its agent's slot, so its index entries are
+#: written apart from them. KEYS: the by-blob and by-agent indexes. ARGV: '1' to add,
+#: '0' to remove, then per blob its two index members.
+INDEX_BLOBS = """
+local add = ARGV[1] == '1'
+for i = 2, #ARGV, 2 do
+  if add then
+    redis.call('ZADD', KEYS[1], 0, ARGV[i])
+    redis.call('ZADD', KEYS[2], 0, ARGV[i + 1])
+  else
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i + 1])
+  end
+end
+"""
+
 #: KEYS[1]: the registry; then per run its log and idempotency-key hash.
 #: ARGV: the run ids, in the same order.
 DELETE_EVENT_LOGS = """
@@ -239,6 +261,7 @@ ALL = (
     READ_RANGES,
     CREATE_BLOB,
     DELETE_BLOBS,
+    INDEX_BLOBS,
     APPEND_EVENT,
     RESTORE_EVENTS,
     DELETE_EVENT_LOGS,
@@ -248,7 +271,7 @@ ALL = (
 class Scripts:
     """The scripts registered on one client; callables that run them by SHA."""
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis | RedisCluster) -> None:
         self._client = client
         self.put_row = client.register_script(PUT_ROW)
         self.remove_rows = client.register_script(REMOVE_ROWS)
@@ -256,6 +279,7 @@ class Scripts:
         self.read_ranges = client.register_script(READ_RANGES)
         self.create_blob = client.register_script(CREATE_BLOB)
         self.delete_blobs = client.register_script(DELETE_BLOBS)
+        self.index_blobs = client.register_script(INDEX_BLOBS)
         self.append_event = client.register_script(APPEND_EVENT)
         self.restore_events = client.register_script(RESTORE_EVENTS)
         self.delete_event_logs = client.register_script(DELETE_EVENT_LOGS)

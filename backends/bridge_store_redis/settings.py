@@ -16,6 +16,16 @@ parameters, all optional:
 - ``rediss://`` only: ``ssl_cert_reqs`` (``required``/``optional``/``none``),
   ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``, ``ssl_check_hostname``.
 
+Redis Cluster: ``redis+cluster://[[user]:password@]host:port[,host:port...][/][?...]``
+names one or more seed nodes (the client discovers the rest), takes the parameters
+above but no database number (a cluster has only db 0), ``max_connections`` per node,
+and also:
+
+- ``wait_replicas``: after every acknowledged write, ``WAIT`` until that many replicas
+  have it (within half the socket timeout), or answer ``unavailable``; so a failover
+  to one of them loses no acknowledged write (default 0: Redis's asynchronous
+  replication).
+
 Nothing here imports redis-py, so a bad URL is reported even without the extra.
 """
 
@@ -29,7 +39,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from bridge_store.errors import ConfigurationError
 from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
 
-SCHEMES = ("redis", "rediss")
+CLUSTER_SCHEME = "redis+cluster"
+SCHEMES = ("redis", "rediss", CLUSTER_SCHEME)
 DEFAULT_PREFIX = "bridge-store"
 DEFAULT_MAX_CONNECTIONS = 50
 
@@ -58,6 +69,13 @@ class RedisSettings:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     #: Extra keyword arguments for redis-py's SSL connection (``rediss://`` only).
     tls_options: dict[str, str | bool] = field(default_factory=dict)
+    #: The seed nodes of a Redis Cluster (``redis+cluster://``); empty otherwise.
+    nodes: tuple[tuple[str, int], ...] = ()
+    wait_replicas: int = 0
+
+    @property
+    def cluster(self) -> bool:
+        return bool(self.nodes)
 
 
 def parse_url(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> RedisSettings:
@@ -68,8 +86,16 @@ def parse_url(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> RedisSettin
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
         raise ConfigurationError(f"not a Redis URL: {parts.scheme}://")
+    cluster = parts.scheme == CLUSTER_SCHEME
+    # urlsplit cannot read "h1:p1,h2:p2"; the seed nodes are parsed here instead.
+    nodes = _cluster_nodes(parts.netloc.rpartition("@")[2]) if cluster else ()
+    if cluster and parts.path.strip("/"):
+        raise ConfigurationError(
+            "a redis+cluster:// URL names no database (a cluster has only db 0): "
+            f"drop {parts.path!r}"
+        )
     try:
-        port = parts.port or 6379
+        port = nodes[0][1] if cluster else parts.port or 6379
     except ValueError:
         raise ConfigurationError("the Redis URL has an invalid port") from None
     pairs = parse_qsl(parts.query, keep_blank_values=True)
@@ -78,9 +104,9 @@ def parse_url(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> RedisSettin
         raise ConfigurationError("a Redis URL parameter is given twice")
     tls = parts.scheme == "rediss"
     settings = RedisSettings(
-        host=parts.hostname or "localhost",
+        host=nodes[0][0] if cluster else parts.hostname or "localhost",
         port=port,
-        db=_db(parts.path),
+        db=0 if cluster else _db(parts.path),
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
         tls=tls,
@@ -90,11 +116,34 @@ def parse_url(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> RedisSettin
         socket_timeout=_seconds(params, "socket_timeout", timeout),
         max_connections=_positive_int(params, "max_connections", DEFAULT_MAX_CONNECTIONS),
         tls_options=_tls_options(params) if tls else {},
+        nodes=nodes,
+        wait_replicas=_count(params, "wait_replicas") if cluster else 0,
     )
     if params:
         unknown = ", ".join(sorted(params))
         raise ConfigurationError(f"unknown Redis URL parameter(s): {unknown}")
     return settings
+
+
+def _cluster_nodes(netloc: str) -> tuple[tuple[str, int], ...]:
+    nodes: list[tuple[str, int]] = []
+    for node in netloc.split(","):
+        host, _, port = node.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")  # an IPv6 address
+        if not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(
+                "a redis+cluster:// URL lists its nodes as host:port[,host:port...], "
+                f"not {netloc!r}"
+            )
+        nodes.append((host, int(port)))
+    return tuple(nodes)
+
+
+def _count(params: dict[str, str], name: str) -> int:
+    raw = params.pop(name, "0")
+    if not raw.isascii() or not raw.isdigit():
+        raise ConfigurationError(f"{name} must be a whole number, not {raw!r}")
+    return int(raw)
 
 
 def _db(path: str) -> int:
