@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge_store.conformance import StoreConformance
+from bridge_store.conformance import LeaseConformance, StoreConformance
 from bridge_store_redis.settings import parse_url
 from tests.support.redis import store_client
 from tests.support.redis_cluster import MakeClusterUrl, RedisCluster
@@ -18,6 +18,12 @@ pytestmark = pytest.mark.redis
 
 
 class TestRedisOnACluster(StoreConformance):
+    @pytest.fixture
+    def store_url(self, make_cluster_url: MakeClusterUrl) -> str:
+        return make_cluster_url()
+
+
+class TestRedisLeasesOnACluster(LeaseConformance):
     @pytest.fixture
     def store_url(self, make_cluster_url: MakeClusterUrl) -> str:
         return make_cluster_url()

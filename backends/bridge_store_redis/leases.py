@@ -8,7 +8,7 @@ never extends or deletes the other's.
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
+from redis.asyncio import Redis, RedisCluster
 
 from .errors import redis_errors
 from .keys import KeySpace, utf8
@@ -34,7 +34,7 @@ return 0
 
 
 class RedisLeases:
-    def __init__(self, client: Redis, keys: KeySpace) -> None:
+    def __init__(self, client: Redis | RedisCluster, keys: KeySpace) -> None:
         self._keys = keys
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
