@@ -94,6 +94,9 @@ def create_app(
     availability = BackendAvailability(config.routes)
     # A one-slot box: the lifespan puts the open stores in, requests read them.
     serving: list[Stores] = []
+    # The backends' own substores (unwrapped), for what looks behind the wrappers: the
+    # viewer's search finds a backend's full-text index there.
+    unwrapped: list[Stores] = []
     routed = config.routes.served()
     served = [ServedBackend(url, routed[url], one) for url, one in resolved.backends.items()]
     metrics = Metrics(HANDLERS) if config.metrics else None
@@ -143,10 +146,12 @@ def create_app(
         # Secrets are sealed closest to the backends; metrics count what clients see.
         stores = seal_stores(opened.stores, config.keyring)
         serving.append(stores if metrics is None else metrics.counts.metered(stores))
+        unwrapped.append(opened.stores)
         try:
             yield
         finally:
             serving.clear()
+            unwrapped.clear()
             await opened.close()
 
     async def healthz(request: Request) -> JSONResponse:
@@ -200,7 +205,11 @@ def create_app(
                 raise unavailable("the store is not open yet")
             return serving[0]
 
-        routes.append(Mount(UI_PATH, create_viewer(stores, tokens)))
+        def backend_stores() -> Stores:
+            stores()  # unavailable until open
+            return unwrapped[0]
+
+        routes.append(Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)))
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
     app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)

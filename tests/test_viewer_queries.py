@@ -15,13 +15,16 @@ from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.substores import AgentPosition
 from bridge_store.viewer import queries
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.search import (
+    Candidates,
     IndexedSearch,
     ScanSearch,
     SearchPage,
     search,
+    search_index,
     searcher_for,
 )
 
@@ -188,8 +191,7 @@ async def test_find_run_by_id_alone(history: History) -> None:
 
 
 async def test_scan_search_finds_names_prompts_and_answers(history: History) -> None:
-    searcher = searcher_for(history.stores, history.reader)
-    assert isinstance(searcher, ScanSearch)
+    searcher = ScanSearch(history.reader)
     page = await search(searcher, "REDIRECT login", cursor=None)
     assert page.method == "scan"
     found = [(hit["kind"], hit.get("run", {}).get("runId")) for hit in page.hits]
@@ -201,7 +203,12 @@ async def test_scan_search_finds_names_prompts_and_answers(history: History) -> 
     ]
     answer = await search(searcher, "next parameter", cursor=None)
     assert [hit["kind"] for hit in answer.hits] == ["assistant"]
-    # Tool output and thinking are not searched; empty queries search nothing.
+    # Words match where words start; tool output and thinking are not searched; empty
+    # queries search nothing.
+    assert [hit["kind"] for hit in (await search(searcher, "param", cursor=None)).hits] == [
+        "assistant"
+    ]
+    assert (await search(searcher, "arameter", cursor=None)).hits == []
     assert (await search(searcher, "routes/login.py", cursor=None)).hits == []
     assert (await search(searcher, "   ", cursor=None)).method == "none"
 
@@ -221,38 +228,53 @@ async def test_scan_search_goes_a_slice_of_agents_at_a_time(history: History) ->
     assert [[hit["kind"] for hit in page.hits] for page in pages] == [["user", "assistant"], [], []]
 
 
-class _IndexedEvents:
-    """A run-events substore that answers searches itself (as a full-text index would)."""
+class _EveryAgentIndex:
+    """An index that names every agent with every run: the most an index may name."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.asked: list[list[str]] = []
+    def __init__(self, stores: Stores) -> None:
+        self.stores = stores
+        self.asked: list[tuple[str, list[str]]] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def indexes(self, agents: object, runs: object) -> bool:
+        return agents is self.stores.agents and runs is self.stores.runs
 
-    async def search_history(
-        self, words: list[str], *, cursor: str | None, limit: int
-    ) -> SearchPage:
-        self.asked.append(words)
-        return SearchPage(
-            " ".join(words), [{"kind": "user", "text": "from the index"}], None, "index"
-        )
+    async def search_candidates(
+        self, tenant: str, terms: Any, *, after: AgentPosition | None, limit: int
+    ) -> Candidates:
+        self.asked.append((tenant, list(terms)))
+        agents = await self.stores.agents.list(tenant, cwd=None, after=after, limit=limit)
+        found: Candidates = []
+        for each in agents:
+            runs = await self.stores.runs.list(
+                tenant,
+                agent_ids=[each["agentId"]],
+                run_ids=None,
+                after=None,
+                limit=1000,
+            )
+            position = AgentPosition(each["updatedAt"], each["agentId"])
+            found.append((position, [run["runId"] for run in runs]))
+        return found
 
 
-async def test_a_backend_with_an_index_answers_searches_itself(tmp_path: Path) -> None:
-    opened = await open_stores(get_plugin_manager(), Routes.single("memory://"), migrate=True)
-    try:
-        indexed = _IndexedEvents(opened.stores.run_events)
-        stores = Stores(
-            opened.stores.agents, opened.stores.runs, indexed, opened.stores.checkpoints
-        )
-        searcher = searcher_for(
-            stores, HistoryReader(in_process(lambda: stores, local_principal()))
-        )
-        assert isinstance(searcher, IndexedSearch)
-        assert searcher is indexed
-        page = await search(searcher, "Login Redirect", cursor=None)
-        assert (page.method, indexed.asked) == ("index", [["login", "redirect"]])
-    finally:
-        await opened.close()
+async def test_an_index_narrows_and_the_viewer_checks_what_it_names(history: History) -> None:
+    index = _EveryAgentIndex(history.stores)
+    agents, runs, checkpoints = index.stores.agents, index.stores.runs, index.stores.checkpoints
+    assert search_index(Stores(agents, runs, index, checkpoints)) is index  # type: ignore[arg-type]
+    # An index of other agents or runs (another store's) does not answer for these.
+    elsewhere: Any = object()
+    assert search_index(Stores(elsewhere, runs, index, checkpoints)) is None  # type: ignore[arg-type]
+    assert search_index(Stores(agents, elsewhere, index, checkpoints)) is None  # type: ignore[arg-type]
+    searcher = searcher_for(index, "default", history.reader)
+    assert isinstance(searcher, IndexedSearch)
+    scan = ScanSearch(history.reader)
+    for query in ("Login Redirect", "docs", "next param", "routes/login.py", "café redirect"):
+        indexed = await search(searcher, query, cursor=None)
+        scanned = await search(scan, query, cursor=None)
+        assert indexed.hits == scanned.hits, query
+        assert indexed.method == "index"
+    assert index.asked[0] == ("default", ["login", "redirect"])
+    # Only what the index can look up is asked: ASCII runs that start a word.
+    assert index.asked[-1] == ("default", ["caf", "redirect"])
+    # Words it cannot look up at all are scanned.
+    assert (await search(searcher, "ÉCLAIR", cursor=None)).method == "scan"

@@ -3,6 +3,8 @@
 A store URL read directly (``--store`` and the substore flags, as ``db`` takes them)
 or a running server (``--store-callback-url`` and its token file, as ``bridge`` takes
 them), both through the web viewer's :class:`~bridge_store.viewer.reader.HistoryReader`.
+Read directly, a store is read as one tenant (``--tenant``), and with serve's key file
+sealed items open as they do in serve; through a server, its token decides both.
 """
 
 from __future__ import annotations
@@ -15,17 +17,48 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..auth import local_principal
+from ..auth import DEFAULT_TENANT, check_tenant, local_principal
+from ..encryption import KEY_FILE_ENV, Keyring
 from ..errors import ConfigurationError, ConnectError
 from ..plugins import get_plugin_manager
+from ..sealed_stores import seal_stores
 from ..stores import open_stores
 from ..tokens import TOKEN_ENV, read_auth_token
 from ..viewer.reader import HistoryReader, RemoteCallStore, in_process
+from .keys import keyring_from
 from .store_options import add_store_arguments, routes_from, store_urls
+
+
+def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--tenant`` and ``--encryption-key-file``: how a store read directly is read."""
+    parser.add_argument(
+        "--tenant",
+        metavar="NAME",
+        help=f"read this tenant's history (default: {DEFAULT_TENANT}, where the one-token "
+        "shorthand and stores from before tenants keep theirs)",
+    )
+    parser.add_argument(
+        "--encryption-key-file",
+        metavar="PATH",
+        help=f"the key file serve encrypts the store with, to open its sealed items "
+        f"(env {KEY_FILE_ENV})",
+    )
+
+
+def direct_tenant(args: argparse.Namespace) -> str:
+    try:
+        return check_tenant(args.tenant or DEFAULT_TENANT)
+    except ValueError as error:
+        raise ConfigurationError(f"--tenant: {error}") from None
+
+
+def direct_keyring(args: argparse.Namespace) -> Keyring | None:
+    return keyring_from(args, os.environ)
 
 
 def add_read_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_arguments(parser, "store to read")
+    add_direct_read_arguments(parser)
     server = parser.add_argument_group("or a running server")
     server.add_argument(
         "--store-callback-url", metavar="URL", help="read through the bridge-store server at URL"
@@ -45,6 +78,11 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
                 "--store and the substore flags read a store directly; "
                 "--store-callback-url reads through a running server"
             )
+        if args.tenant or args.encryption_key_file:
+            raise ConfigurationError(
+                "--tenant and --encryption-key-file are for reading a store directly; "
+                "through a server, its token's tenant is read, opened with its keys"
+            )
         token = read_auth_token(args.store_auth_token_file, dict(os.environ))
         try:
             call = RemoteCallStore(args.store_callback_url, token)
@@ -52,10 +90,13 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
             raise ConfigurationError(str(error)) from None
         yield HistoryReader(call)
         return
+    principal = local_principal(direct_tenant(args))
+    keyring = direct_keyring(args)  # a bad key file fails before the store is opened
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
     opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
     try:
-        yield HistoryReader(in_process(lambda: opened.stores, local_principal()))
+        stores = seal_stores(opened.stores, keyring)
+        yield HistoryReader(in_process(lambda: stores, principal))
     finally:
         await opened.close()
 

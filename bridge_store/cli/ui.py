@@ -8,11 +8,12 @@ import os
 import uvicorn
 
 from .. import __version__
-from ..auth import TokenRegistry
+from ..auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
 from ..viewer import UI_PATH
+from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
 from .serve import UVICORN_SETTINGS, _listen, run_announcing
 from .store_options import add_store_arguments, routes_from
 
@@ -25,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="serve the history viewer alone, read-only",
         description="Serve the web history viewer (no CallStore endpoint, no migrations) over "
         "a store no server runs on. Prints 'bridge-store ready {JSON}' on stderr once "
-        "listening; sign in with the token.",
+        "listening; sign in with the token, which reads --tenant's history.",
     )
     ui.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
@@ -44,6 +45,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"./bridge-store.token is used that way",
     )
     add_store_arguments(ui)
+    add_direct_read_arguments(ui)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     manager = get_plugin_manager()
     routes = routes_from(args)
+    tenant = direct_tenant(args)
+    keyring = direct_keyring(args)
     resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
     # The port first: nothing is written (a token file) by a viewer that cannot listen.
     listener = _listen(args.host, args.port)
@@ -61,8 +65,14 @@ def run(args: argparse.Namespace) -> int:
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(
-        create_ui_app(routes, TokenRegistry.single(token.value), manager),
+        create_ui_app(routes, _reader_of(token.value, tenant), manager, keyring),
         log_level="warning",
         **UVICORN_SETTINGS,
     )
     return run_announcing(config, ready, listener)
+
+
+def _reader_of(token: str, tenant: str) -> TokenRegistry:
+    """The one token the viewer takes: reads ``tenant`` (the viewer only reads anyway)."""
+    entry = TokenEntry(SHORTHAND_TOKEN_NAME, token_digest(token), tenant, Scope.READ)
+    return TokenRegistry([entry])

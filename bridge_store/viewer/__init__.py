@@ -3,7 +3,7 @@
 :func:`bridge_store.viewer.app.create_viewer` builds the web app over a running
 server's stores. All reads go through :mod:`bridge_store.viewer.reader`; who may read
 what is decided in ``app.token_principal`` and ``create_viewer``'s ``context_for``, the
-one place a principal (a tenant, a scope) will narrow the reads once tokens carry them.
+one place a principal's tenant narrows the reads and the search.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from ..auth import Principal, TokenRegistry
 from ..stores import Stores
 from .pages import Context
 from .reader import HistoryReader, in_process
-from .search import searcher_for
+from .search import search_index, searcher_for
 from .session import Sessions
 from .web import Viewer
 
@@ -25,13 +25,25 @@ def token_principal(tokens: TokenRegistry) -> Callable[[str], Awaitable[Principa
     return authenticate
 
 
-def create_viewer(stores: Callable[[], Stores], tokens: TokenRegistry) -> Starlette:
-    """The viewer over the stores ``stores()`` returns (asked per request: they open later)."""
+def create_viewer(
+    stores: Callable[[], Stores],
+    tokens: TokenRegistry,
+    backend_stores: Callable[[], Stores] | None = None,
+) -> Starlette:
+    """The viewer over the stores ``stores()`` returns (asked per request: they open later).
+
+    ``backend_stores()`` are the same substores before the server wrapped them (to seal
+    secrets, to count bytes): where search looks for a backend's own index. Without
+    it, ``stores()`` are taken to be the backends' own.
+    """
+    unwrapped = backend_stores or stores
 
     def context_for(principal: Principal) -> Context:
-        # Reads go through dispatch as the principal: its tenant, its scope.
+        # Every read goes through dispatch as the principal: its tenant, its scope. The
+        # index, which dispatch does not see, is asked for that tenant alone.
         reader = HistoryReader(in_process(stores, principal))
-        return Context(reader=reader, searcher=searcher_for(stores(), reader))
+        searcher = searcher_for(search_index(unwrapped()), principal.tenant, reader)
+        return Context(reader=reader, searcher=searcher)
 
     sessions = Sessions.with_new_secret(token_principal(tokens))
     return Viewer(sessions, context_for).app()

@@ -17,7 +17,7 @@ from ..errors import invalid_argument, not_found
 from ..types import Document
 from . import queries
 from .reader import HistoryReader
-from .search import IndexedSearch, search
+from .search import Searcher, search
 from .transcript import TranscriptBuilder, usage_counts
 
 #: Raw event pages are for looking at a few events closely.
@@ -35,10 +35,10 @@ class View:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What a signed-in request reads with (scoped to its principal, once there are some)."""
+    """What a signed-in request reads with, scoped to its principal's tenant."""
 
     reader: HistoryReader
-    searcher: IndexedSearch
+    searcher: Searcher
 
 
 PageFunction = Callable[[Context, QueryParams], Awaitable[View]]

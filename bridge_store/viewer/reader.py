@@ -4,8 +4,8 @@ Every page, export, search scan and CLI command reads through a :class:`HistoryR
 which makes CallStore ``get``/``list`` calls through one :data:`CallStoreFn`. Two of
 those exist: :func:`in_process` over the dispatch layer (``serve``'s ``/ui/`` and
 ``bridge-store ui``) and :class:`RemoteCallStore` speaking CallStore JSON to a running
-server (the CLI's ``--store-callback-url``). Scoping reads to a caller (a tenant, once
-tokens carry one) belongs in the function handed to the reader, in this one place.
+server (the CLI's ``--store-callback-url``). Scoping reads to a caller (its tenant)
+belongs in the function handed to the reader, in this one place.
 
 The reader never writes, and never hands out an agent's ``sdkMetadata``: it holds the
 agent's blob encryption key, which no read-only view should show or export.

@@ -1,20 +1,35 @@
 """Full-text search over agent names and the user and assistant text of runs.
 
-Two ways to answer, behind one seam: a backend whose substore offers
-:class:`IndexedSearch` (a SQL full-text index, say) answers from its index; every
-other store is searched by :class:`ScanSearch`, which reads the history through the
-viewer's :class:`~bridge_store.viewer.reader.HistoryReader` like any page does. A scan
-costs what reading the history costs, so it goes a bounded slice at a time: each page
-of results covers :data:`SCAN_AGENTS_PER_PAGE` agents (newest first) with all their
-runs, and hands back the agents cursor to continue from.
+What a query means, on every backend: every word of it, case-insensitively, at the
+start of a word of an agent's name or of one block of a run's user or assistant text
+(consecutive deltas joined, as the transcript shows them). ``log`` finds "login" and
+"the log", not "catalog".
+
+Two ways to answer, behind one seam (:class:`Searcher`, what the pages use):
+
+- :class:`IndexedSearch`, where the backend has a full-text index (SQL: SQLite FTS5,
+  Postgres ``tsvector``): the index names, for the caller's tenant, the agents and runs
+  that can match, a page of agents at a time; their runs are then read and matched
+  exactly as a scan would, so both find the same hits, only the index skips the rest.
+- :class:`ScanSearch` everywhere else (memory, Redis, S3): the history is read through
+  the viewer's :class:`~bridge_store.viewer.reader.HistoryReader` like any page, a
+  bounded slice at a time: each page covers :data:`SCAN_AGENTS_PER_PAGE` agents,
+  newest first, with all their runs, and hands back the agents cursor to go on from.
+
+Both read through a reader made for the caller, so both see the caller's tenant only;
+the index is also asked for that tenant alone.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..contract import agent_cursor, parse_agent_cursor
 from ..stores import Stores
+from ..substores import AgentPosition
 from ..types import Document
 from .reader import HistoryReader
 from .transcript import Text, TranscriptBuilder
@@ -25,6 +40,9 @@ HITS_PER_RUN = 3
 SNIPPET_CHARS = 160
 MAX_QUERY_CHARS = 200
 SEARCHED_KINDS = ("user", "assistant")
+#: An index is asked about this many terms at most (more only narrow a little further).
+MAX_INDEX_TERMS = 8
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,26 +59,74 @@ class SearchPage:
         return {"query": self.query, "hits": self.hits, "next": self.next, "method": self.method}
 
 
-@runtime_checkable
-class IndexedSearch(Protocol):
-    """What a substore implements to answer searches from an index of its own.
-
-    ``search_history`` gets the query's words (lowercased, at least one) and returns a
-    page of hits shaped as :class:`ScanSearch` makes them, with a cursor of its own.
-    """
+class Searcher(Protocol):
+    """Answers a search for one caller: the words (lowercased, at least one), a page."""
 
     async def search_history(
         self, words: list[str], *, cursor: str | None, limit: int
     ) -> SearchPage: ...
 
 
+#: What an index answers: agents in list order (``updatedAt``, ``agentId`` descending)
+#: and, for each, the ids of its runs (by turn) whose events hold every term.
+Candidates = list[tuple[AgentPosition, list[str]]]
+
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    """What a backend's run-events substore implements to narrow searches with a
+    full-text index of its own (see ``bridge_store_sql.search``).
+
+    ``terms`` are lowercase ASCII letters and digits; an agent is a candidate if its
+    name has a word starting with every term, or if one of its runs has, for every
+    term, an event of user or assistant text with a word starting with it. The index
+    may name more than match (the viewer checks each); it must not miss one, except as
+    documented in docs/viewer.md. Only ``tenant``'s items, after ``after``, ``limit``.
+    """
+
+    def indexes(self, agents: object, runs: object) -> bool:
+        """Whether these agents and runs substores are the ones the index covers."""
+        ...
+
+    async def search_candidates(
+        self, tenant: str, terms: Sequence[str], *, after: AgentPosition | None, limit: int
+    ) -> Candidates: ...
+
+
 def words_of(query: str) -> list[str]:
     return query[:MAX_QUERY_CHARS].casefold().split()
 
 
+def _found(folded: str, word: str) -> bool:
+    """Whether ``word`` starts a word of ``folded`` (or, starting with punctuation, is in it)."""
+    at = folded.find(word)
+    while at != -1:
+        if at == 0 or not word[0].isalnum() or not folded[at - 1].isalnum():
+            return True
+        at = folded.find(word, at + 1)
+    return False
+
+
 def matches(text: str, words: list[str]) -> bool:
     folded = text.casefold()
-    return all(word in folded for word in words)
+    return all(_found(folded, word) for word in words)
+
+
+def index_terms(words: list[str]) -> list[str]:
+    """The prefixes an index can look up for ``words``: their runs of ASCII letters and
+    digits that start a word of any text the word matches.
+
+    A run that follows a non-ASCII character is left out: whether that character is a
+    letter (so the run sits inside an indexed word) depends on the database's locale.
+    A run that ends at one is kept: it is a prefix of the indexed word either way.
+    """
+    terms: list[str] = []
+    for word in words:
+        for found in _ASCII_WORD.finditer(word):
+            start = found.start()
+            if start == 0 or (word[start - 1].isascii() and not word[start - 1].isalnum()):
+                terms.append(found.group())
+    return list(dict.fromkeys(terms))[:MAX_INDEX_TERMS]
 
 
 def snippet(text: str, words: list[str]) -> str:
@@ -69,6 +135,37 @@ def snippet(text: str, words: list[str]) -> str:
     start = max(0, at - SNIPPET_CHARS // 3)
     piece = text[start : start + SNIPPET_CHARS].replace("\n", " ")
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")
+
+
+def name_hit(agent: Document, words: list[str]) -> list[Document]:
+    name = agent.get("name")
+    if isinstance(name, str) and matches(name, words):
+        return [{"kind": "agent", "agent": agent, "text": name}]
+    return []
+
+
+async def run_hits(
+    reader: HistoryReader, agent: Document, run: Document, words: list[str]
+) -> list[Document]:
+    """The blocks of one run's user and assistant text that hold every word."""
+    builder = TranscriptBuilder()
+    async for event in reader.all_events(run["runId"]):
+        builder.add(event)
+    hits: list[Document] = []
+    for block in builder.blocks:
+        if isinstance(block, Text) and block.kind in SEARCHED_KINDS and matches(block.text, words):
+            hits.append(
+                {
+                    "kind": block.kind,
+                    "agent": agent,
+                    "run": {k: run.get(k) for k in ("runId", "agentId", "turnNumber", "status")},
+                    "seq": block.seqs[0],
+                    "text": snippet(block.text, words),
+                }
+            )
+            if len(hits) == HITS_PER_RUN:
+                break
+    return hits
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,42 +183,52 @@ class ScanSearch:
         page = await self.reader.agents(cwd=None, cursor=cursor, limit=self.agents_per_page)
         hits: list[Document] = []
         for agent in page.items:
-            name = agent.get("name")
-            if isinstance(name, str) and matches(name, words):
-                hits.append({"kind": "agent", "agent": agent, "text": name})
+            hits.extend(name_hit(agent, words))
             for run in await self.reader.all_runs(agent["agentId"]):
-                hits.extend(await self._run_hits(agent, run, words))
+                hits.extend(await run_hits(self.reader, agent, run, words))
         return SearchPage(" ".join(words), hits, page.next, "scan")
 
-    async def _run_hits(self, agent: Document, run: Document, words: list[str]) -> list[Document]:
-        builder = TranscriptBuilder()
-        async for event in self.reader.all_events(run["runId"]):
-            builder.add(event)
+
+@dataclass(frozen=True, slots=True)
+class IndexedSearch:
+    """Search through a backend's index, for one tenant, read through its reader."""
+
+    index: SearchIndex
+    tenant: str
+    reader: HistoryReader
+    agents_per_page: int = SCAN_AGENTS_PER_PAGE
+
+    async def search_history(
+        self, words: list[str], *, cursor: str | None, limit: int
+    ) -> SearchPage:
+        terms = index_terms(words)
+        if not terms:
+            # Nothing the index can look up (words of non-ASCII letters only): scan.
+            scan = ScanSearch(self.reader, self.agents_per_page)
+            return await scan.search_history(words, cursor=cursor, limit=limit)
+        after = parse_agent_cursor({"cursor": cursor}, "search")
+        found = await self.index.search_candidates(
+            self.tenant, terms, after=after, limit=self.agents_per_page + 1
+        )
+        page, more = found[: self.agents_per_page], len(found) > self.agents_per_page
         hits: list[Document] = []
-        for block in builder.blocks:
-            if (
-                isinstance(block, Text)
-                and block.kind in SEARCHED_KINDS
-                and matches(block.text, words)
-            ):
-                hits.append(
-                    {
-                        "kind": block.kind,
-                        "agent": agent,
-                        "run": {
-                            k: run.get(k) for k in ("runId", "agentId", "turnNumber", "status")
-                        },
-                        "seq": block.seqs[0],
-                        "text": snippet(block.text, words),
-                    }
-                )
-                if len(hits) == HITS_PER_RUN:
-                    break
-        return hits
+        for position, run_ids in page:
+            # Read as any page reads (the caller's tenant, no sdkMetadata); an agent or
+            # run deleted since the index answered is just not there.
+            agent = await self.reader.agent(position.agent_id)
+            if agent is None:
+                continue
+            hits.extend(name_hit(agent, words))
+            for run_id in run_ids:
+                run = await self.reader.run(position.agent_id, run_id)
+                if run is not None:
+                    hits.extend(await run_hits(self.reader, agent, run, words))
+        next_cursor = agent_cursor(page[-1][0]) if more else None
+        return SearchPage(" ".join(words), hits, next_cursor, "index")
 
 
 async def search(
-    searcher: IndexedSearch, query: str, *, cursor: str | None, limit: int = 50
+    searcher: Searcher, query: str, *, cursor: str | None, limit: int = 50
 ) -> SearchPage:
     words = words_of(query)
     if not words:
@@ -129,9 +236,20 @@ async def search(
     return await searcher.search_history(words, cursor=cursor, limit=limit)
 
 
-def searcher_for(stores: Stores, reader: HistoryReader) -> IndexedSearch:
-    """The backend's own index if the events' (or agents') substore offers one, else a scan."""
-    for substore in (stores.run_events, stores.agents):
-        if isinstance(substore, IndexedSearch):
-            return substore
+def search_index(stores: Stores) -> SearchIndex | None:
+    """The backend index that covers ``stores``' agents, runs and events, if there is one.
+
+    ``stores`` are the backends' own substores (before the server wraps them to seal
+    secrets): an index answers only for the agents and runs of its own database.
+    """
+    events = stores.run_events
+    if isinstance(events, SearchIndex) and events.indexes(stores.agents, stores.runs):
+        return events
+    return None
+
+
+def searcher_for(index: SearchIndex | None, tenant: str, reader: HistoryReader) -> Searcher:
+    """The index for ``tenant`` if the stores have one, else a scan through ``reader``."""
+    if index is not None:
+        return IndexedSearch(index, tenant, reader)
     return ScanSearch(reader)

@@ -1,7 +1,8 @@
 """``bridge-store ui``: the viewer alone over a store no server is running on, read-only.
 
 It opens the configured stores without migrating them and serves only the viewer
-(no CallStore endpoint), so nothing it serves can change the history.
+(no CallStore endpoint), so nothing it serves can change the history. With the key
+file serve uses, it opens sealed items as serve does (``sealed_stores``).
 """
 
 from __future__ import annotations
@@ -16,26 +17,36 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from ..auth import TokenRegistry
+from ..encryption import Keyring
 from ..errors import unavailable
+from ..sealed_stores import seal_stores
 from ..stores import Routes, Stores, open_stores
 from . import UI_PATH
 from .app import create_viewer
 
 
 def create_ui_app(
-    routes: Routes, tokens: TokenRegistry, manager: pluggy.PluginManager
+    routes: Routes,
+    tokens: TokenRegistry,
+    manager: pluggy.PluginManager,
+    keyring: Keyring | None = None,
 ) -> Starlette:
-    serving: list[Stores] = []
+    # The open stores: sealed as serve seals them, and the backends' own beneath.
+    serving: list[tuple[Stores, Stores]] = []
 
     def stores() -> Stores:
         if not serving:
             raise unavailable("the store is not open yet")
-        return serving[0]
+        return serving[0][0]
+
+    def backend_stores() -> Stores:
+        stores()
+        return serving[0][1]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         opened = await open_stores(manager, routes, migrate=False)
-        serving.append(opened.stores)
+        serving.append((seal_stores(opened.stores, keyring), opened.stores))
         try:
             yield
         finally:
@@ -53,7 +64,7 @@ def create_ui_app(
             Route("/", home, methods=["GET"]),
             Route(UI_PATH, home, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Mount(UI_PATH, create_viewer(stores, tokens)),
+            Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)),
         ],
         lifespan=lifespan,
     )

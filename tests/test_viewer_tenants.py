@@ -1,0 +1,223 @@
+"""The viewer with named tokens of two tenants on one server: each token sees its own
+tenant's history only, in every page, its JSON, exports, search and live polling; a
+``read`` token is enough to use it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge_store.app import create_app
+from bridge_store.auth import Scope, TokenEntry, TokenRegistry, token_digest
+from bridge_store.config import ServerConfig
+from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.stores import Routes
+
+from .support.history import (
+    ANSWER,
+    DOCS_AGENT,
+    FINISHED_RUN,
+    LIVE_RUN,
+    LOGIN_AGENT,
+    PROMPT,
+    agent,
+    history_calls,
+    message,
+    run,
+    text,
+)
+from .support.inprocess import running
+
+WRITE_A = "team-a-writer-token"
+READ_A = "team-a-reader-token"
+WRITE_B = "team-b-writer-token"
+READ_B = "team-b-reader-token"
+#: Team B's history reuses team A's agent and run ids with words of its own.
+B_NAME = "fix login for beta"
+B_PROMPT = "Mend the login redirect of the beta quokka portal"
+B_ONLY_AGENT = "agent-beta"
+
+
+def registry() -> TokenRegistry:
+    def entry(name: str, token: str, tenant: str, scope: Scope) -> TokenEntry:
+        return TokenEntry(name, token_digest(token), tenant, scope)
+
+    return TokenRegistry(
+        [
+            entry("a-writer", WRITE_A, "team-a", Scope.WRITE),
+            entry("a-reader", READ_A, "team-a", Scope.READ),
+            entry("b-writer", WRITE_B, "team-b", Scope.WRITE),
+            entry("b-reader", READ_B, "team-b", Scope.READ),
+        ]
+    )
+
+
+def team_b_calls() -> list[tuple[str, str, dict[str, Any]]]:
+    user = {"type": "user", "message": {"role": "user", "content": [text(B_PROMPT)]}}
+    answer = {"type": "assistant", "message": {"role": "assistant", "content": [text("quokka")]}}
+    return [
+        ("agents", "create", {"agent": agent(LOGIN_AGENT, B_NAME, "/beta", "idle", 5)}),
+        ("agents", "create", {"agent": agent(B_ONLY_AGENT, "quokka notes", "/beta", "idle", 4)}),
+        ("runs", "create", {"run": run(LOGIN_AGENT, FINISHED_RUN, 1, "finished")}),
+        ("runs", "create", {"run": run(B_ONLY_AGENT, "run-beta", 1, "running")}),
+        ("runEvents", "append", message(LOGIN_AGENT, FINISHED_RUN, user)),
+        ("runEvents", "append", message(B_ONLY_AGENT, "run-beta", answer)),
+    ]
+
+
+def store(url: str, token: str, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
+    for substore, method, data in calls:
+        response = httpx.post(
+            url + CALL_STORE_PATH,
+            json={"substore": substore, "method": method, "input": data},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert response.status_code == 200, response.text
+
+
+BACKENDS = [
+    pytest.param("memory"),
+    pytest.param("sqlite"),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "memory":
+        url = "memory://"
+    elif request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = request.getfixturevalue("make_postgres_url")()
+    app = create_app(ServerConfig(routes=Routes.single(url), tokens=registry()))
+    with running(app) as base:
+        store(base, WRITE_A, history_calls())
+        store(base, WRITE_B, team_b_calls())
+        yield base
+
+
+def viewer(base: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_each_tenant_sees_only_its_own_agents_runs_and_transcripts(server: str) -> None:
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        assert [x["agentId"] for x in a.get("/ui/?format=json").json()["agents"]] == [
+            LOGIN_AGENT,
+            DOCS_AGENT,
+        ]
+        assert [x["agentId"] for x in b.get("/ui/?format=json").json()["agents"]] == [
+            LOGIN_AGENT,
+            B_ONLY_AGENT,
+        ]
+        # One agent id, two independent agents.
+        assert a.get(f"/ui/agent?id={LOGIN_AGENT}&format=json").json()["agent"]["name"] == (
+            "fix login"
+        )
+        assert b.get(f"/ui/agent?id={LOGIN_AGENT}&format=json").json()["agent"]["name"] == B_NAME
+        assert B_NAME not in a.get(f"/ui/agent?id={LOGIN_AGENT}").text
+        run_a = a.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
+        assert PROMPT in run_a.text
+        assert B_PROMPT not in run_a.text
+        run_b = b.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
+        assert B_PROMPT in run_b.text
+        assert PROMPT not in run_b.text
+        # The other tenant's items are not there at all, whichever way they are asked.
+        assert a.get(f"/ui/agent?id={B_ONLY_AGENT}&format=json").status_code == 404
+        assert a.get("/ui/run?id=run-beta&format=json").status_code == 404
+        assert a.get(f"/ui/run?agent={B_ONLY_AGENT}&id=run-beta&format=json").status_code == 404
+        assert b.get(f"/ui/agent?id={DOCS_AGENT}").status_code == 404
+        events = a.get(f"/ui/events?agent={LOGIN_AGENT}&run={FINISHED_RUN}&format=json").json()
+        assert len(events["events"]) == 17
+        assert "quokka" not in str(events)
+
+
+def test_live_polling_reads_the_pollers_tenant_only(server: str) -> None:
+    # Team A follows its live run; team B then writes under the same run id.
+    with viewer(server, READ_A) as a:
+        first = a.get(f"/ui/run?agent={DOCS_AGENT}&id={LIVE_RUN}&format=fragment").json()
+        assert first["live"] is True
+        store(
+            server, WRITE_B, [("runs", "create", {"run": run(DOCS_AGENT, LIVE_RUN, 1, "running")})]
+        )
+        secret = {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [text("quokka")]},
+        }
+        store(server, WRITE_B, [("runEvents", "append", message(DOCS_AGENT, LIVE_RUN, secret))])
+        after = first["next"] or ""
+        polled = a.get(
+            f"/ui/run?agent={DOCS_AGENT}&id={LIVE_RUN}&after={after}&format=fragment"
+        ).json()
+        assert "quokka" not in polled["html"]
+        assert polled["blocks"] is None
+        assert polled["more"] is False
+    with viewer(server, READ_B) as b:
+        theirs = b.get(f"/ui/run?agent={DOCS_AGENT}&id={LIVE_RUN}&format=fragment").json()
+        assert "quokka" in theirs["html"]
+
+
+def test_exports_hold_one_tenant(server: str) -> None:
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        export_a = a.get(f"/ui/export/agent.jsonl?id={LOGIN_AGENT}")
+        assert export_a.status_code == 200
+        assert ANSWER in export_a.text
+        assert "quokka" not in export_a.text
+        export_b = b.get(f"/ui/export/agent.jsonl?id={LOGIN_AGENT}")
+        assert "quokka" in export_b.text
+        assert ANSWER not in export_b.text
+        assert a.get(f"/ui/export/agent.jsonl?id={B_ONLY_AGENT}").status_code == 404
+        assert a.get(f"/ui/export/run.jsonl?agent={B_ONLY_AGENT}&run=run-beta").status_code == 404
+        markdown = a.get(f"/ui/export/transcript.md?agent={LOGIN_AGENT}&run={FINISHED_RUN}")
+        assert PROMPT in markdown.text
+        assert B_PROMPT not in markdown.text
+        other = a.get(f"/ui/export/transcript.md?agent={B_ONLY_AGENT}&run=run-beta")
+        assert other.status_code == 404
+
+
+def test_search_finds_the_searchers_tenant_only(server: str) -> None:
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        assert a.get("/ui/search?q=quokka&format=json").json()["hits"] == []
+        assert a.get("/ui/search?q=beta&format=json").json()["hits"] == []
+        theirs = b.get("/ui/search?q=quokka&format=json").json()["hits"]
+        assert sorted((hit["kind"], hit["agent"]["agentId"]) for hit in theirs) == [
+            ("agent", B_ONLY_AGENT),
+            ("assistant", B_ONLY_AGENT),
+            ("user", LOGIN_AGENT),
+        ]
+        # A word both tenants wrote: each finds its own run's text.
+        ours = a.get("/ui/search?q=redirect&format=json").json()["hits"]
+        assert [hit["text"] for hit in ours] == [PROMPT, ANSWER]
+        beta = b.get("/ui/search?q=redirect&format=json").json()["hits"]
+        assert [hit["text"] for hit in beta] == [B_PROMPT]
+        page = a.get("/ui/search?q=quokka")
+        assert page.status_code == 200
+        assert "quokka portal" not in page.text
+
+
+def test_a_read_token_signs_in_and_cannot_write(server: str) -> None:
+    with httpx.Client(base_url=server) as client:
+        form = client.get("/ui/sign-in")
+        csrf = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        signed = client.post(
+            "/ui/sign-in",
+            data={"csrf": csrf, "token": READ_B, "next": "/ui/"},
+            headers={"Origin": server},
+        )
+        assert signed.status_code == 303
+        page = client.get("/ui/")
+        assert page.status_code == 200
+        assert "quokka notes" in page.text
+        assert "write docs" not in page.text
+    refused = httpx.post(
+        server + CALL_STORE_PATH,
+        json={"substore": "agents", "method": "delete", "input": {"filter": {}}},
+        headers={"Authorization": f"Bearer {READ_B}"},
+    )
+    assert refused.status_code == 403
+    assert refused.json()["code"] == "permission_denied"
