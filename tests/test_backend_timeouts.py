@@ -25,8 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.services import S3Server, s3_store_url
+from bridge_store.app import METRICS_PATH
 from bridge_store.auth import DEFAULT_TENANT as TENANT
 from bridge_store.config import READY_PREFIX
 from bridge_store.conformance.harness import agent
@@ -142,14 +144,14 @@ async def test_a_partition_gives_unavailable_and_the_store_recovers(
     assert await stores.checkpoints.get(TENANT, "before", "blob") == b"\x00" * 1024
 
 
-def test_serve_backend_timeout_bounds_calls_and_logs_the_outage_once(
-    make_postgres_url: Callable[[], str], tmp_path: Path
+@pytest.mark.parametrize("proxied_url", BACKENDS, indirect=True)
+def test_serve_backend_timeout_bounds_calls_logs_and_counts_the_outage_once(
+    proxied_url: tuple[str, FaultyProxy], tmp_path: Path
 ) -> None:
-    url = make_postgres_url()
-    target = urlsplit(url)
-    proxy = FaultyProxy(target.hostname or "127.0.0.1", target.port or 5432)
+    url, proxy = proxied_url
+    scheme = urlsplit(url).scheme
     process = subprocess.Popen(
-        [*SERVE, "--backend-timeout", "1", "--store", through(url, proxy), "--log-level", "info"],
+        [*SERVE, "--backend-timeout", "1", "--store", url, "--log-level", "info"],
         cwd=tmp_path,
         env={**os.environ, "BRIDGE_STORE_AUTH_TOKEN": TOKEN},
         stdin=subprocess.DEVNULL,
@@ -168,18 +170,43 @@ def test_serve_backend_timeout_bounds_calls_and_logs_the_outage_once(
             for _ in range(3):
                 answer = client.post(CALL_STORE_PATH, json=body)
                 assert (answer.status_code, answer.json()["code"]) == (503, "unavailable")
+            during = _backend_samples(client, scheme)
             proxy.heal()
             statuses = [client.post(CALL_STORE_PATH, json=body).status_code for _ in range(12)]
             assert statuses[-1] == 200
+            after = _backend_samples(client, scheme)
     finally:
         process.terminate()
         process.wait(HUNG_SECONDS)
-        proxy.close()
     log = process.stderr.read()
     process.stderr.close()
-    assert len(re.findall(r"is unavailable: agents\.get: ", log)) == 1, log
+    assert len(re.findall(r"availability: \S+ is unavailable: ", log)) == 1, log
     assert len(re.findall(r"answers again after", log)) == 1, log
     assert "Traceback" not in log
+    # The same outage on /metrics: down while it lasts, its failed calls by kind.
+    assert during["bridge_store_backend_up"] == 0
+    assert during["bridge_store_backend_errors_total"] == 3
+    assert after["bridge_store_backend_up"] == 1
+    assert after["bridge_store_backend_errors_total"] >= 3
+    if scheme != "s3":  # a pool of connections: SQL's counts its waits, Redis' does not
+        assert after["bridge_store_pool_size"] >= 1
+        assert "bridge_store_pool_in_use" in after
+        assert ("bridge_store_pool_waits_total" in after) == (scheme == "postgresql")
+
+
+def _backend_samples(client: httpx.Client, scheme: str) -> dict[str, float]:
+    """The per-backend series of the one backend, by name (errors: ``unavailable`` only)."""
+    response = client.get(METRICS_PATH)
+    assert response.status_code == 200, response.text
+    labels = {"scheme": scheme, "substore": "agents,runs,runEvents,checkpoints"}
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            kind = sample.labels.get("kind")
+            named = {k: v for k, v in sample.labels.items() if k != "kind"}
+            if named == labels and kind in (None, "unavailable"):
+                samples[sample.name] = sample.value
+    return samples
 
 
 def _ready_url(process: subprocess.Popen[str]) -> str:

@@ -229,13 +229,24 @@ async def test_postgres_pool_counts_checkouts_that_wait(
 
 @pytest.mark.redis
 async def test_redis_pool_in_use(make_redis_url: Callable[..., str]) -> None:
+    from bridge_store_redis.backend import RedisBackend
+
     backend = open_backend(get_plugin_manager(), make_redis_url(max_connections="7"))
+    assert isinstance(backend, RedisBackend)
     await backend.start(migrate=True)
     try:
         assert await backend.readiness() is None
         stats = backend.pool_stats()
         assert stats is not None
         assert (stats.size, stats.in_use, stats.waits) == (7, 0, None)
+        # A connection held (as a blocking command holds one): counted while it is out.
+        pool = backend._client.connection_pool
+        held = await pool.get_connection()
+        try:
+            assert backend.pool_stats() == PoolStats(size=7, in_use=1, waits=None)
+        finally:
+            await pool.release(held)
+        assert backend.pool_stats() == PoolStats(size=7, in_use=0, waits=None)
     finally:
         await backend.close()
 
