@@ -33,6 +33,8 @@ class Tally:
     #: Bytes of the items seen (documents as JSON, blobs as stored), per substore.
     sizes: dict[SubstoreName, int] = field(default_factory=lambda: dict.fromkeys(SUBSTORE_NAMES, 0))
     differences: list[str] = field(default_factory=list)
+    #: Items reported as different (``differences`` lists the first few).
+    different_total: int = 0
 
     def add(self, substore: SubstoreName, outcome: Outcome, count: int = 1) -> None:
         if count:
@@ -40,6 +42,7 @@ class Tally:
 
     def differ(self, what: str) -> None:
         """Report one item left alone (or replaced) because it differs."""
+        self.different_total += 1
         if len(self.differences) < MAX_REPORTED:
             self.differences.append(what)
 
