@@ -19,6 +19,7 @@ from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
+from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .metrics import BackendView, Metrics, MetricsEndpoint
 from .observe import CallObserver
 from .plugins import get_plugin_manager
@@ -26,6 +27,7 @@ from .readiness import READY_PATH, ServedBackend, readiness_report
 from .sealed_stores import seal_stores
 from .stores import OpenStores, ResolvedStores, Stores, resolve
 from .types import Answer
+from .urls import redact
 
 if TYPE_CHECKING:
     from .tracing import Tracing
@@ -100,6 +102,12 @@ def create_app(
     routed = config.routes.served()
     served = [ServedBackend(url, routed[url], one) for url, one in resolved.backends.items()]
     metrics = Metrics(HANDLERS) if config.metrics else None
+    retention_counts = RetentionCounts()
+    if config.retain is not None:
+        # Checked now: a backend without leases stops the start, before any port opens.
+        lease_backend(resolved.backends[config.routes.agents], redact(config.routes.agents))
+        if metrics is not None:
+            metrics.add_retention(retention_counts)
     if metrics is not None:
         for one in served:
             pool_stats = getattr(one.backend, "pool_stats", _no_pool)
@@ -147,9 +155,18 @@ def create_app(
         stores = seal_stores(opened.stores, config.keyring)
         serving.append(stores if metrics is None else metrics.counts.metered(stores))
         unwrapped.append(opened.stores)
+        retention = None
+        if config.retain is not None:
+            # Below the sealing and the call metrics: prune reads no secret, and its
+            # deletes are not clients' calls.
+            lessee = backends.backends[config.routes.agents]
+            retention = Retention(opened.stores, lessee, config.retain, retention_counts)
+            retention.start()
         try:
             yield
         finally:
+            if retention is not None:
+                await retention.stop()
             serving.clear()
             unwrapped.clear()
             await opened.close()

@@ -8,6 +8,7 @@ from ._compression import DEFAULT_COMPRESS_MIN_BYTES
 from .auth import TokenRegistry
 from .encryption import Keyring
 from .errors import ConfigurationError
+from .lifecycle.retain import RetentionSettings
 from .stores import Routes
 from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 
@@ -35,6 +36,7 @@ class ServerConfig:
     ``ui`` serves the history viewer under ``/ui/``.
     ``backend_timeout``: seconds one wait on a backend may take unless its URL says
     otherwise (:class:`~bridge_store.substores.BackendOptions`).
+    ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
     """
 
     routes: Routes
@@ -49,6 +51,7 @@ class ServerConfig:
     access_log: bool = False
     ui: bool = True
     backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
+    retain: RetentionSettings | None = None
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.

@@ -48,6 +48,7 @@ from starlette.types import Receive, Scope, Send
 from .auth import Scope as TokenScope
 from .auth import TokenRegistry
 from .connect import bearer_principal
+from .lifecycle.retain import RetentionCounts
 from .metered import StoreCounts
 from .substores import PoolStats
 
@@ -229,6 +230,40 @@ class CallCollector:
         return [calls, durations, request_bytes, response_bytes, appended, written, read]
 
 
+class RetentionCollector:
+    """``serve --retain``'s passes and what they pruned, read at each scrape."""
+
+    def __init__(self, counts: RetentionCounts) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterable[Metric]:
+        counts = self._counts
+        passes = CounterMetricFamily(
+            "bridge_store_retention_passes",
+            "Retention passes, by outcome: pruned, skipped (another server held the "
+            "lease) or failed",
+            labels=["outcome"],
+        )
+        for outcome, count in counts.passes.items():
+            passes.add_metric([outcome], count)
+        pruned = [
+            CounterMetricFamily(
+                f"bridge_store_retention_{what}_pruned", f"{what.capitalize()} retention deleted", n
+            )
+            for what, n in (
+                ("agents", counts.agents),
+                ("runs", counts.runs),
+                ("blobs", counts.blobs),
+            )
+        ]
+        last = GaugeMetricFamily(
+            "bridge_store_retention_last_success_timestamp_seconds",
+            "When this server last finished a retention pass (0: never)",
+            counts.last_success or 0.0,
+        )
+        return [passes, *pruned, last]
+
+
 class Metrics:
     """Every metric of one app, in its own registry."""
 
@@ -266,6 +301,10 @@ class Metrics:
     def add_backend(self, view: BackendView) -> None:
         """Show ``view``'s figures from the next scrape on."""
         self.backends.backends.append(view)
+
+    def add_retention(self, counts: RetentionCounts) -> None:
+        """Show the figures of ``serve --retain`` from the next scrape on."""
+        self.registry.register(RetentionCollector(counts))
 
 
 class MetricsEndpoint:

@@ -97,11 +97,11 @@ def test_an_option_added_to_serve_is_a_setting_with_no_second_list(tmp_path: Pat
     parser = serve_parser()
     # What another engineer's new flag looks like: nothing else needs to know of it.
     parser.add_argument("--backend-timeout-ms", type=int, default=5000)
-    parser.add_argument("--retain", action="append", metavar="RULE")
-    config = config_file(tmp_path, 'backend-timeout-ms = 250\nretain = ["a", "b"]\n')
+    parser.add_argument("--keep-rule", action="append", metavar="RULE")
+    config = config_file(tmp_path, 'backend-timeout-ms = 250\nkeep-rule = ["a", "b"]\n')
     assert read_config_file(config, settings_of(parser)) == {
         "backend_timeout_ms": 250,
-        "retain": ["a", "b"],
+        "keep_rule": ["a", "b"],
     }
     assert "config" not in settings_of(parser)
 

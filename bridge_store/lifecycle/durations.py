@@ -32,3 +32,10 @@ def describe_age(seconds: float) -> str:
         if whole % size == 0:
             return f"{whole // size}{unit}"
     return f"{whole}s"
+
+
+def age_text(text: str) -> str:
+    """An argparse ``type`` that checks an age and keeps its text (``90d``), so that
+    ``config show`` writes it back as it was given."""
+    age_argument(text)
+    return text.strip()
