@@ -27,14 +27,13 @@ from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
 from ..http_guard import guarded_protocol
 from ..http_limits import HttpLimits, connection_cap, raise_open_file_limit
-from ..lifecycle.durations import age_text, describe_age, parse_age
-from ..lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
 from ..plugins import get_plugin_manager
 from ..stores import ResolvedStores, Routes, resolve
 from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from ..tokens import TOKEN_ENV, load_or_generate
 from ..tokens_file import TOKENS_FILE_ENV, open_registry
 from .keys import keyring_from
+from .prune import add_retain_arguments, retention_from
 from .settings import add_config_argument
 from .store_options import add_store_arguments, routes_from
 from .tls import add_tls_arguments, uvicorn_tls
@@ -191,23 +190,7 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--no-ui", dest="ui", action="store_false", help="do not serve the history viewer at /ui/"
     )
-    serve.add_argument(
-        "--retain",
-        type=age_text,
-        metavar="AGE",
-        help=(
-            "prune agents not updated for AGE (90d; s, m, h, d or w) in the background, "
-            "as 'bridge-store prune --older-than AGE' does; of servers sharing a backend "
-            "one prunes at a time (default: keep everything)"
-        ),
-    )
-    serve.add_argument(
-        "--retain-every",
-        type=age_text,
-        default=describe_age(DEFAULT_INTERVAL),
-        metavar="AGE",
-        help="how often --retain prunes, give or take 10%% (default: %(default)s)",
-    )
+    add_retain_arguments(serve)
     add_tls_arguments(serve)
 
 
@@ -292,7 +275,7 @@ def _serve_on(
         access_log=args.access_log,
         ui=args.ui,
         backend_timeout=options.timeout,
-        retain=_retention(args),
+        retain=retention_from(args),
     )
     app = create_app(config, resolved=resolved, tracing=tracing)
     host, port = listener.getsockname()[:2]
@@ -365,12 +348,6 @@ def _token_registry(
             f"and {TOKEN_ENV}, or add that token to the tokens file"
         )
     return open_registry(Path(tokens_file)), None
-
-
-def _retention(args: argparse.Namespace) -> RetentionSettings | None:
-    if args.retain is None:
-        return None
-    return RetentionSettings(parse_age(args.retain), parse_age(args.retain_every))
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:
