@@ -152,6 +152,27 @@ class RedisCluster:
             time.sleep(0.05)
         return replica
 
+    def crash(self, primary: RedisServer) -> RedisServer:
+        """Kill ``primary`` (SIGKILL: nothing handed over); returns the replica the cluster
+        promotes by itself once it finds the primary gone."""
+        replica = self.replica_of(primary)
+        assert primary.process is not None
+        primary.process.kill()
+        primary.process.wait(timeout=START_TIMEOUT_SECONDS)
+        primary.process = None
+        deadline = time.monotonic() + SETTLE_TIMEOUT_SECONDS
+        while self.role(replica) != "master":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the replica on port {replica.port} was not promoted")
+            time.sleep(0.05)
+        return replica
+
+    def restart(self, server: RedisServer) -> None:
+        """Start a crashed node again: its nodes file makes it rejoin, as a replica of
+        the primary that replaced it; returns once the cluster has settled."""
+        server.start()
+        self.wait_until_settled()
+
     def keys_per_primary(self, pattern: str) -> dict[int, int]:
         """How many keys matching ``pattern`` each primary holds, by port."""
         counts: dict[int, int] = {}
