@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from bridge_store.conformance.harness import longest_key
 from bridge_store.contract import new_event
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.substores import BackendOptions
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
@@ -188,6 +191,45 @@ def test_pool_parameters_are_taken_from_the_url_and_the_rest_passed_to_asyncpg()
         command_timeout=9.0,
     )
     assert parse_postgres("postgres://h/db").dsn == "postgresql://h/db"
+
+
+def test_the_server_backend_timeout_is_the_default_and_url_parameters_win() -> None:
+    defaults = parse_postgres("postgresql://h/db", timeout=2.5)
+    assert (defaults.pool_timeout, defaults.connect_timeout, defaults.command_timeout) == (
+        2.5,
+        2.5,
+        2.5,
+    )
+    given = parse_postgres(
+        "postgresql://h/db?pool_timeout=1&connect_timeout=3&command_timeout=9", timeout=2.5
+    )
+    assert (given.pool_timeout, given.connect_timeout, given.command_timeout) == (1.0, 3.0, 9.0)
+
+
+async def test_every_connection_has_keepalives_within_the_backend_timeout(
+    make_postgres_url: Callable[[], str],
+) -> None:
+    options = BackendOptions(timeout=2.0)
+    backend = open_backend(get_plugin_manager(), make_postgres_url(), options)
+    assert isinstance(backend, SqlBackend)
+    await backend.start(migrate=True)
+
+    def socket_options(connection: Any) -> dict[int, int]:
+        raw = connection.connection.driver_connection  # the asyncpg connection
+        sock = raw._transport.get_extra_info("socket")
+        wanted = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE)]
+        wanted += [(socket.IPPROTO_TCP, option) for option in options.tcp_keepalive()]
+        return {option: sock.getsockopt(level, option) for level, option in wanted}
+
+    try:
+        found = await backend.db.read(socket_options, what="socket options")
+    finally:
+        await backend.close()
+    assert found[socket.SO_KEEPALIVE] == 1
+    assert {option: found[option] for option in options.tcp_keepalive()} == (
+        options.tcp_keepalive()
+    )
+    assert found[socket.TCP_USER_TIMEOUT] == 2000  # unacknowledged data: dead after 2 s
 
 
 @pytest.mark.parametrize(
