@@ -4,7 +4,8 @@ Starts the store server (``bridge-store serve``) and a stand-in Cursor API, laun
 the real ``cursor-sdk-bridge`` pointed at the store, and drives an agent's whole life
 cycle through the ``cursor_sdk`` client. After each step the store server is asked
 directly over CallStore what it now holds; finally the store server restarts and the
-history is still there, for the store and for a new bridge. Then the one-step launch:
+history is still there, for the store and for a new bridge. The life cycle runs on every
+durable store kind and on a private Redis Cluster. Then the one-step launch:
 two sessions sharing one store, and a session whose bridge or store is killed.
 """
 
@@ -29,7 +30,7 @@ from tests.support.bridge_js import BridgeStoreClient, blob
 from tests.support.processes import still_running
 from tests.support.sdk_versions import BRIDGE_OVERRIDES, current_install
 from tests.support.server import ServerProcess, serve
-from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
+from tests.support.stores import DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND, serve_arguments
 
 pytestmark = [pytest.mark.bridge, pytest.mark.slow]
 
@@ -48,7 +49,7 @@ def the_installed_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(params=DURABLE_STORE_KINDS)
+@pytest.fixture(params=[*DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND])
 def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> StoreArgs:
     """``bridge-store serve`` arguments for a fresh, durable store."""
     return serve_arguments(request.param, request, tmp_path)

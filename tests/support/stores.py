@@ -21,6 +21,9 @@ STORE_KINDS = [
 ]
 #: The kinds that outlive a server restart.
 DURABLE_STORE_KINDS = [kind for kind in STORE_KINDS if kind.values != ("memory",)]
+#: A private Redis Cluster (3 primaries, a replica each) for the test module that
+#: asks for it: costlier than a prefix on the machine's Redis, so opted into per test.
+REDIS_CLUSTER_KIND = pytest.param("redis-cluster", marks=pytest.mark.redis)
 
 
 def serve_arguments(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
@@ -33,6 +36,8 @@ def serve_arguments(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -
         return ["--store", request.getfixturevalue("make_postgres_url")()]
     if kind == "redis":
         return ["--store", request.getfixturevalue("make_redis_url")()]
+    if kind == "redis-cluster":
+        return ["--store", request.getfixturevalue("make_cluster_url")()]
     if kind == "s3":
         return ["--store", request.getfixturevalue("make_s3_url")()]
     if kind == "postgres+s3":
