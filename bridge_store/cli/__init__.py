@@ -2,8 +2,9 @@
 
 ``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
 current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
-generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``copy`` (:mod:`.copy`;
-what the commands moving history share is in :mod:`.transfer`), the history commands
+generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``copy``, ``export`` and
+``import`` (:mod:`.copy`, :mod:`.export`, :mod:`.import_archive`; what the commands
+moving history share is in :mod:`.transfer`), the history commands
 ``agents``, ``runs`` and ``transcript`` (reading as :mod:`.read_options` says), ``ui``
 (:mod:`.ui`) and ``config show`` (:mod:`.config`); the storage flags they share are in
 :mod:`.store_options`, serve's config file in :mod:`.settings`.
@@ -25,7 +26,22 @@ from ..errors import (
     BackendUnreachable,
     ConfigurationError,
 )
-from . import agents, bridge, config, copy, db, keys, prune, runs, serve, token, transcript, ui
+from . import (
+    agents,
+    bridge,
+    config,
+    copy,
+    db,
+    export,
+    import_archive,
+    keys,
+    prune,
+    runs,
+    serve,
+    token,
+    transcript,
+    ui,
+)
 from .settings import apply_config_file
 
 
@@ -48,6 +64,8 @@ COMMANDS: dict[str, Command] = {
     "keys": keys,
     "prune": prune,
     "copy": copy,
+    "export": export,
+    "import": import_archive,
     "agents": agents,
     "runs": runs,
     "transcript": transcript,

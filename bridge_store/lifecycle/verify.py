@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from bridge_store.stores import Stores
 from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
 
-from .items import AgentItem, BlobItem, EventsItem, Item, RunItem, canonical
+from .items import AgentItem, EventsItem, Item, RunItem, canonical
 from .walk import agent_items, agents_of, tenants_of
 
 #: Differences listed in a report; the rest are counted.
@@ -37,37 +37,46 @@ async def census(stores: Stores, tenants: Sequence[str]) -> Census:
     result = Census()
     for tenant in tenants:
         async for agent in agents_of(stores, tenant, again=False):
-            digest = hashlib.sha256()
+            digest = AgentDigest(result)
             async for item in agent_items(stores, tenant, agent):
-                await _feed(digest, item, result)
+                await digest.feed(item)
             result.digests[(tenant, agent["agentId"])] = digest.digest()
     return result
 
 
-async def _feed(digest: hashlib._Hash, item: Item, result: Census) -> None:
-    parts: list[bytes]
-    if isinstance(item, AgentItem):
-        result.counts["agents"] += 1
-        parts = [b"agent", canonical(item.document)]
-    elif isinstance(item, RunItem):
-        result.counts["runs"] += 1
-        parts = [b"run", canonical(item.document)]
-    elif isinstance(item, EventsItem):
-        result.counts["runEvents"] += len(item.events)
-        parts = [b"event" + canonical(event) for event in item.events]
-    else:
-        parts = await _blob_parts(item, result)
-    for part in parts:
-        # Length-prefixed, so no two different sequences of parts hash alike.
-        digest.update(len(part).to_bytes(8, "big") + part)
+class AgentDigest:
+    """The digest of one agent's items (as :func:`~.walk.agent_items` gives them),
+    counting them into ``census``."""
 
+    def __init__(self, census: Census) -> None:
+        self._census = census
+        self._hash = hashlib.sha256()
 
-async def _blob_parts(item: BlobItem, result: Census) -> list[bytes]:
-    data = await item.read()
-    if data is None:
-        return []
-    result.counts["checkpoints"] += 1
-    return [b"blob", item.blob_id.encode("utf-8", "surrogatepass"), hashlib.sha256(data).digest()]
+    async def feed(self, item: Item) -> None:
+        counts = self._census.counts
+        parts: list[bytes]
+        if isinstance(item, AgentItem):
+            counts["agents"] += 1
+            parts = [b"agent", canonical(item.document)]
+        elif isinstance(item, RunItem):
+            counts["runs"] += 1
+            parts = [b"run", canonical(item.document)]
+        elif isinstance(item, EventsItem):
+            counts["runEvents"] += len(item.events)
+            parts = [b"event" + canonical(event) for event in item.events]
+        else:
+            data = await item.read()
+            if data is None:
+                return
+            counts["checkpoints"] += 1
+            blob_id = item.blob_id.encode("utf-8", "surrogatepass")
+            parts = [b"blob", blob_id, hashlib.sha256(data).digest()]
+        for part in parts:
+            # Length-prefixed, so no two different sequences of parts hash alike.
+            self._hash.update(len(part).to_bytes(8, "big") + part)
+
+    def digest(self) -> bytes:
+        return self._hash.digest()
 
 
 @dataclass

@@ -1,0 +1,57 @@
+"""``bridge-store export``: write a store's history into one portable archive."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from ..errors import ConnectError
+from ..lifecycle.export import export_history
+from ..lifecycle.progress import Meter
+from ..lifecycle.tally import Tally
+from ..lifecycle.walk import count_agents, tenants_of
+from .transfer import add_store_argument, add_tenant_argument, opened, routes_of, stopped
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "export",
+        help="write a store's history into one archive (a backup)",
+        description=(
+            "Write every agent with its runs, their events and its checkpoint blobs into one "
+            "gzip-compressed tar with a versioned manifest and a SHA-256 per member "
+            "(docs/archive.md). `import` restores it into any store. With "
+            "--encryption-key-file the store's secrets are opened: the archive then holds "
+            "them in the clear."
+        ),
+    )
+    add_store_argument(parser, "the store to export")
+    parser.add_argument("--output", required=True, type=Path, metavar="FILE", help="the archive")
+    add_tenant_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_export(args))
+
+
+async def _export(args: argparse.Namespace) -> int:
+    routes, key_file = routes_of(args, None)
+    async with opened(routes, key_file, migrate=False) as stores:
+        meter = Meter(Tally(), verb=f"exported to {args.output}")
+        try:
+            tenants = await tenants_of(stores, args.tenant)
+            async with meter.showing():
+                if meter.live:
+                    meter.agents_total = await count_agents(stores, tenants)
+                await export_history(
+                    stores,
+                    args.output,
+                    tenants=tenants,
+                    tally=meter.tally,
+                    on_agent=meter.agent_done,
+                )
+        except ConnectError as error:
+            raise stopped("export", error) from error
+    print(meter.summary())
+    return 0

@@ -1,0 +1,88 @@
+"""``bridge-store import``: restore an archive written by ``export`` into a store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from ..errors import ConfigurationError, ConnectError
+from ..lifecycle.archive import ArchiveError
+from ..lifecycle.importer import census_of, check_archive, import_archive
+from ..lifecycle.progress import Meter
+from ..lifecycle.tally import Tally
+from ..lifecycle.verify import census, compare
+from .transfer import (
+    EXIT_DIFFERENT,
+    add_store_argument,
+    add_tenant_argument,
+    opened,
+    report,
+    routes_of,
+    stopped,
+)
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "import",
+        help="restore an archive written by export into a store",
+        description=(
+            "Check the archive whole (format version, every member's SHA-256), then write "
+            "its agents, runs, events (seqs kept) and blobs into the store. Rerun it after "
+            "an interruption: what was imported is skipped. An item the store holds "
+            "differently is reported and left alone (exit status 1) unless --overwrite. "
+            "The store's schema is brought to the latest version first."
+        ),
+    )
+    add_store_argument(parser, "the store to import into")
+    parser.add_argument("--input", required=True, type=Path, metavar="FILE", help="the archive")
+    add_tenant_argument(parser)
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace items the store holds differently"
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="then compare the store with the archive (counts, a digest per agent)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_import(args))
+
+
+async def _import(args: argparse.Namespace) -> int:
+    try:
+        manifest = await asyncio.to_thread(check_archive, args.input)
+    except ArchiveError as error:
+        raise ConfigurationError(str(error)) from None
+    routes, key_file = routes_of(args, None)
+    async with opened(routes, key_file, migrate=True) as stores:
+        meter = Meter(Tally(), verb=f"imported from {args.input}")
+        meter.agents_total = len(manifest["agents"])
+        try:
+            async with meter.showing():
+                await import_archive(
+                    stores,
+                    args.input,
+                    tenants=args.tenant,
+                    overwrite=args.overwrite,
+                    tally=meter.tally,
+                    on_agent=meter.agent_done,
+                )
+            print(meter.summary())
+            status = report(meter.tally)
+            if not args.verify:
+                return status
+            expected = census_of(manifest, args.tenant)
+            held = await census(stores, args.tenant or sorted(manifest["tenants"]))
+        except ConnectError as error:
+            raise stopped("import", error) from error
+        except ArchiveError as error:
+            raise ConfigurationError(str(error)) from None
+    comparison = compare(expected, held)
+    for line in comparison.differences:
+        print(line)
+    print(comparison.summary().replace("the copy", "the store"))
+    return status if comparison.same else EXIT_DIFFERENT
