@@ -1,6 +1,7 @@
 """Start-up problems: one or two lines naming the cause and the fix, a documented status.
 
-Each common mistake a new user makes is run as they would run it, and must end with
+Each common mistake a new user makes is run as they would run it (through ``serve``, and
+through ``db`` where it concerns the store), and must end with
 ``bridge-store: <cause>: <fix>`` on stderr, no traceback, and exit status 2 (a mistake
 to fix) or 3 (a backend that did not answer, which may come back): ``serve``, ``db``,
 ``bridge`` and :func:`bridge_store.client.launch`.
@@ -102,20 +103,24 @@ def test_postgres_refusing_the_password(tmp_path: Path) -> None:
         hba.write_text("local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n")
         execute(admin, "SELECT pg_reload_conf()")
         url = f"postgresql://postgres:a-wrong-password@127.0.0.1:{cluster.primary.port}/postgres"
-        message = said(
-            run("serve", "--port", "0", "--store", url, cwd=tmp_path),
-            EXIT_CONFIGURATION,
-            "refused the login",
-            "check the user and password in the store URL",
-        )
-    assert "a-wrong-password" not in message
+        for command in (("serve", "--port", "0"), ("db", "upgrade")):
+            message = said(
+                run(*command, "--store", url, cwd=tmp_path),
+                EXIT_CONFIGURATION,
+                "refused the login",
+                "check the user and password in the store URL",
+            )
+            assert "a-wrong-password" not in message
 
 
 @pytest.mark.postgres
-def test_postgres_database_missing(tmp_path: Path, make_postgres_url: Callable[[], str]) -> None:
+@pytest.mark.parametrize("command", [("serve", "--port", "0"), ("db", "upgrade")])
+def test_postgres_database_missing(
+    tmp_path: Path, make_postgres_url: Callable[[], str], command: tuple[str, ...]
+) -> None:
     url = make_postgres_url().rsplit("/", 1)[0] + "/no_such_database_here"
     said(
-        run("serve", "--port", "0", "--store", url, cwd=tmp_path),
+        run(*command, "--store", url, cwd=tmp_path),
         EXIT_CONFIGURATION,
         'database "no_such_database_here" does not exist',
         "create it",
@@ -188,9 +193,10 @@ def test_s3_without_credentials(tmp_path: Path, s3_server: S3Server) -> None:
 
 
 @pytest.mark.redis
-def test_redis_database_number_out_of_range(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [("serve", "--port", "0"), ("db", "current")])
+def test_redis_database_number_out_of_range(tmp_path: Path, command: tuple[str, ...]) -> None:
     said(
-        run("serve", "--port", "0", "--store", "redis://127.0.0.1:6379/99", cwd=tmp_path),
+        run(*command, "--store", "redis://127.0.0.1:6379/99", cwd=tmp_path),
         EXIT_CONFIGURATION,
         "has no database 99",
         "use a number below",
@@ -198,20 +204,22 @@ def test_redis_database_number_out_of_range(tmp_path: Path) -> None:
 
 
 @pytest.mark.s3
-def test_s3_bucket_missing(tmp_path: Path, s3_server: S3Server) -> None:
+@pytest.mark.parametrize("command", [("serve", "--port", "0"), ("db", "current")])
+def test_s3_bucket_missing(tmp_path: Path, s3_server: S3Server, command: tuple[str, ...]) -> None:
     url = s3_store_url(s3_server.endpoint_url, "p/", bucket="no-such-bucket")
     said(
-        run("serve", "--port", "0", "--store", url, cwd=tmp_path),
+        run(*command, "--store", url, cwd=tmp_path),
         EXIT_CONFIGURATION,
         "bucket 'no-such-bucket' does not exist",
         "create it first",
     )
 
 
-def test_sqlite_file_in_a_read_only_directory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [("serve", "--port", "0"), ("db", "upgrade")])
+def test_sqlite_file_in_a_read_only_directory(tmp_path: Path, command: tuple[str, ...]) -> None:
     with read_only_directory(tmp_path / "locked") as locked:
         said(
-            run("serve", "--port", "0", "--store", f"sqlite:///{locked}/agents.db", cwd=tmp_path),
+            run(*command, "--store", f"sqlite:///{locked}/agents.db", cwd=tmp_path),
             EXIT_CONFIGURATION,
             f"cannot create the SQLite database {locked}/agents.db",
             "choose a place this user may write",
