@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.scaling import make_target
+from bench.scaling_targets import make_target
 from bridge_store.client import start_sidecar
 from bridge_store.connect import CALL_STORE_PATH
 

@@ -10,7 +10,8 @@ import asyncio
 
 import pytest
 
-from bench.scaling import MemoryTarget, Result, SqliteTarget, Target, measure
+from bench.scaling import Result, measure
+from bench.scaling_targets import MemoryTarget, SqliteTarget, Target
 from bridge_store.substores import Backend
 
 #: Every page the bench times (its module docstring lists them).
