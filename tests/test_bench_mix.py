@@ -13,6 +13,7 @@ import pytest
 
 from bench import mix
 from bench.load import CallStoreClient, audit, preflight, seed
+from bench.mix_recording import recorded_calls
 from bench.reference_store import ReferenceStore
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
@@ -85,7 +86,7 @@ def test_every_template_renders_a_callstore_request(world: mix.World) -> None:
 
 
 def test_shapes_come_from_the_recording(world: mix.World) -> None:
-    recorded = {(call["substore"], call["method"]): call["input"] for call in mix.recorded_calls()}
+    recorded = {(call["substore"], call["method"]): call["input"] for call in recorded_calls()}
     agents_get = next(op for op in mix.operations("agents.get"))
     message = mix.render(agents_get, world.agents[0])
     assert message["input"].keys() == recorded[("agents", "get")].keys()
