@@ -116,3 +116,30 @@ async def test_with_a_frozen_replica_appends_are_unavailable_not_acknowledged(
         stored = await waiting.call("runEvents", "append", event)
     # The refused append was applied by the primary (so the seqs stay gapless).
     assert stored["seq"] == 4
+
+
+async def test_a_frozen_primary_is_unavailable_within_the_bound_and_then_serves_again(
+    redis_cluster: RedisCluster, make_cluster_url: MakeClusterUrl
+) -> None:
+    url = make_cluster_url(socket_timeout="0.5")
+    primary = redis_cluster.owner_of(log_key(url, "r"))
+    event = {"runId": "r", "eventType": "t"}
+    async with store_client(url) as client:
+        await client.call("runEvents", "append", event)
+        assert primary.process is not None
+        primary.process.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(ConnectError) as caught:
+                await client.call("runEvents", "append", event)
+            waited = time.monotonic() - started
+        finally:
+            primary.process.send_signal(signal.SIGCONT)
+        assert caught.value.code == Code.UNAVAILABLE
+        assert waited < 1.0
+        # Frozen for less than the node timeout or not, the shard serves again, and the
+        # same backend finds it without being reopened.
+        redis_cluster.wait_until_settled()
+        events = await client.call("runEvents", "list", {"runId": "r"})
+        again = await client.call("runEvents", "append", event)
+    assert again["seq"] == len(events["items"]) + 1

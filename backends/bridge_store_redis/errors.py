@@ -121,6 +121,11 @@ def startup_error(
             f"{where} failed the TLS handshake ({message}): check rediss:// against redis://, "
             "and ssl_ca_certs (the CA that signed the server's certificate) in the store URL"
         )
+    if "Cluster mode is not enabled" in message:
+        return ConfigurationError(
+            f"{where} is not a Redis Cluster ({message}): use redis:// for a standalone "
+            "Redis, redis+cluster:// for the nodes of a cluster"
+        )
     unreachable = isinstance(error, RedisConnectionError | RedisTimeoutError | ClusterError)
     if unreachable or (isinstance(error, RedisClusterException) and _topology_problem(error)):
         return BackendUnreachable(
