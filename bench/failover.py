@@ -39,7 +39,7 @@ from typing import Any
 from bridge_store.client import start_serve
 from bridge_store.errors import Code, ConnectError
 
-from .load import CallStoreClient
+from .load_checks import CallStoreClient
 from .pg_cluster import PostgresCluster, postgres_cluster
 from .services import execute
 

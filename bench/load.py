@@ -21,24 +21,18 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import httpx
-
-from bridge_store.connect import CALL_STORE_PATH
 
 from . import mix, servers
+from .load_checks import CallStoreClient, audit, phase_tag, preflight, seed
 from .load_report import Row, judge, open_loop_table, table
-from .loadgen import LoadResult, lua_script, run_wrk, wrk_path, wrk_version
+from .loadgen import LoadResult, lua_script, run_wrk, wrk_path
+from .machine import cpu_seconds, machine
 from .openloop import OpenLoopResult, RequestSource, run_open_loop
 
 RESULTS = Path(__file__).parent / "results"
@@ -47,115 +41,7 @@ RESULTS = Path(__file__).parent / "results"
 OPEN_LOOP_KEPT_UP = 0.95
 
 
-class CallStoreClient:
-    """Plain JSON CallStore calls over one keep-alive connection."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        self._url = base_url.rstrip("/") + CALL_STORE_PATH
-        self._http = httpx.Client(
-            timeout=60.0,
-            headers={
-                "Authorization": f"Bearer {token}",
-                "Connect-Protocol-Version": "1",
-                "Content-Type": "application/json",
-            },
-        )
-
-    def send(self, body: str) -> tuple[int, Any]:
-        """(HTTP status, decoded JSON body) of one request body."""
-        response = self._http.post(self._url, content=body.encode())
-        return response.status_code, response.json()
-
-    def call(self, substore: str, method: str, data: Any) -> Any:
-        """The output of a call that must succeed."""
-        body = json.dumps({"substore": substore, "method": method, "input": data})
-        status, answer = self.send(body)
-        if status != 200:
-            raise RuntimeError(f"{substore}.{method} answered {status}: {answer}")
-        return answer.get("output")
-
-    def close(self) -> None:
-        self._http.close()
-
-
 # -- one target --------------------------------------------------------------------
-
-
-def seed(client: CallStoreClient, world: mix.World) -> None:
-    for substore, method, data in world.calls:
-        client.call(substore, method, data)
-
-
-def preflight(
-    client: CallStoreClient, ops: Sequence[mix.Operation], world: mix.World, is_store: bool
-) -> list[str]:
-    """Send each operation once; what was wrong with the answers."""
-    problems = []
-    for counter, op in enumerate(ops, start=1):
-        record = world.pool(op.pool, "preflight")[0]
-        tag = _tag("preflight")
-        status, answer = client.send(json.dumps(mix.render(op, record, counter, tag)))
-        if status != 200 or not isinstance(answer, dict):
-            problems.append(f"pre-flight {op.key}: HTTP {status} {answer!r:.300}")
-            continue
-        if is_store:
-            problem = mix.check_output(op, record, world, answer.get("output"))
-            if problem:
-                problems.append(f"pre-flight {op.key}: {problem}")
-    return problems
-
-
-def audit(
-    client: CallStoreClient,
-    world: mix.World,
-    ops: Sequence[mix.Operation],
-    phases: dict[str, LoadResult],
-    connections: int,
-) -> list[str]:
-    """Check every active run's log: gapless, and as long as the appends answered."""
-    problems = []
-    preflight_appends = sum(1 for op in ops if op.appends)
-    for phase, records in world.active.items():
-        result = phases.get(phase)
-        if phase != "preflight" and result is None:
-            continue
-        missing = 0
-        for record in records:
-            seqs = _sequence(client, record["RUN"])
-            if seqs != list(range(1, len(seqs) + 1)):
-                problems.append(f"{phase} run {record['RUN']}: seq not gapless")
-            sent = preflight_appends if result is None else result.appended.get(record["RUN"], 0)
-            stored = len(seqs) - int(record["SEEDED"])
-            if stored > sent:
-                problems.append(f"{phase} run {record['RUN']}: {stored} events for {sent} appends")
-            missing += sent - stored
-        # wrk stops with up to one request in flight per connection.
-        bound = 0 if result is None else connections
-        if missing > bound:
-            problems.append(f"{phase}: {missing} appends sent but not stored")
-    return problems
-
-
-def _sequence(client: CallStoreClient, run_id: str) -> list[int]:
-    seqs: list[int] = []
-    offset = "0"
-    while True:
-        page = client.call("runEvents", "list", {"runId": run_id, "afterOffset": offset})
-        seqs += [event["seq"] for event in page["items"]]
-        if "nextOffset" not in page:
-            return seqs
-        offset = page["nextOffset"]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process (all its threads) has used so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _tag(phase: str) -> str:
-    return f"{mix.PHASES.index(phase):08x}"
 
 
 def _phase(
@@ -175,7 +61,12 @@ def _phase(
     script = directory / f"{phase}.lua"
     script.write_text(
         lua_script(
-            ops, mix.schedule(ops), pools, token=server.token, tag=_tag(phase), threads=args.threads
+            ops,
+            mix.schedule(ops),
+            pools,
+            token=server.token,
+            tag=phase_tag(phase),
+            threads=args.threads,
         ),
         encoding="utf-8",
     )
@@ -198,7 +89,7 @@ def _open_phase(
 ) -> OpenLoopResult:
     """A fixed-rate run at ``--open-loop`` times the closed-loop ops/s just measured."""
     pools = {"agents": world.agents, "blobs": world.blobs, "active": world.active["open"]}
-    source = RequestSource(ops, mix.schedule(ops), pools, tag=_tag("open"))
+    source = RequestSource(ops, mix.schedule(ops), pools, tag=phase_tag("open"))
     return run_open_loop(
         server.url,
         server.token,
@@ -277,57 +168,6 @@ def _errors(what: str, result: LoadResult) -> list[str]:
         return []
     kinds = ", ".join(f"{count} {kind}" for kind, count in errors.items())
     return [f"{what}: {kinds} errors (status = non-2xx answers)"]
-
-
-# -- the machine -------------------------------------------------------------------
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _git(*args: str) -> str | None:
-    completed = subprocess.run(
-        ["git", *args], cwd=servers.ROOT, capture_output=True, text=True, check=False
-    )
-    return completed.stdout.strip() if completed.returncode == 0 else None
-
-
-def machine() -> dict[str, Any]:
-    """What the numbers depend on: this is a shared, noisy machine."""
-    cpu = None
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu": cpu,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {
-            name: _version(name)
-            for name in (
-                "bridge-store",
-                "uvicorn",
-                "starlette",
-                "httptools",
-                "uvloop",
-                "cursor-sdk",
-                "asyncpg",
-                "redis",
-                "obstore",
-                "moto",
-            )
-        },
-        "wrk": wrk_version(),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--", "bridge_store", "backends")),
-    }
 
 
 # -- the command -------------------------------------------------------------------

@@ -38,8 +38,9 @@ from urllib.parse import urlsplit
 from bridge_store.client import Sidecar, start_serve
 
 from . import mix, servers
-from .load import CallStoreClient, audit, cpu_seconds, machine, preflight, seed
+from .load_checks import CallStoreClient, audit, preflight, seed
 from .loadgen import LoadResult, lua_script, run_wrk, wrk_path
+from .machine import cpu_seconds, machine
 from .services import fetch
 
 BACKENDS = ("postgres", "redis")

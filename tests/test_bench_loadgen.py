@@ -12,7 +12,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from bench import mix
-from bench.load import CallStoreClient, audit, preflight, seed
+from bench.load_checks import CallStoreClient, audit, preflight, seed
 from bench.loadgen import LoadResult, _lua_string, lua_script, parse_output, run_wrk
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import mix
-from bench.load import CallStoreClient, audit, preflight, seed
+from bench.load_checks import CallStoreClient, audit, preflight, seed
 from bench.mix_recording import recorded_calls
 from bench.reference_store import ReferenceStore
 from bridge_store.app import create_app

@@ -1,0 +1,70 @@
+"""What a bench's figures depend on: the machine, the versions, the commit.
+
+Recorded with every result, since the figures come from a shared, noisy machine.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from typing import Any
+
+from . import servers
+from .loadgen import wrk_version
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process (all its threads) has used so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git(*args: str) -> str | None:
+    completed = subprocess.run(
+        ["git", *args], cwd=servers.ROOT, capture_output=True, text=True, check=False
+    )
+    return completed.stdout.strip() if completed.returncode == 0 else None
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers depend on: this is a shared, noisy machine."""
+    cpu = None
+    with open("/proc/cpuinfo", encoding="utf-8") as info:
+        for line in info:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": {
+            name: _version(name)
+            for name in (
+                "bridge-store",
+                "uvicorn",
+                "starlette",
+                "httptools",
+                "uvloop",
+                "cursor-sdk",
+                "asyncpg",
+                "redis",
+                "obstore",
+                "moto",
+            )
+        },
+        "wrk": wrk_version(),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--", "bridge_store", "backends")),
+    }
