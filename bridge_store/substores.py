@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
 
@@ -182,6 +182,9 @@ class RunStore(Protocol):
     ) -> list[Document]:
         """Up to ``limit`` runs after ``after`` in list order, filtered as given."""
 
+    async def tenants(self) -> Sequence[str]:
+        """Every tenant that has runs, in any order."""
+
 
 class RunEventStore(Protocol):
     async def append(self, tenant: str, event: Document) -> Document:
@@ -199,6 +202,16 @@ class RunEventStore(Protocol):
 
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         """Delete the logs of the given runs; None means every run."""
+
+    async def tenants(self) -> Sequence[str]:
+        """Every tenant that has run events, in any order."""
+
+    def run_ids(self, tenant: str) -> AsyncIterator[Sequence[str]]:
+        """The ids of the runs that have events, in pages, in any order (for ``gc``).
+
+        A run whose log exists throughout is listed at least once; one appended to or
+        deleted meanwhile may or may not be.
+        """
 
     async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
         """Store events of run ``run_id`` exactly as another store holds them; how many.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Generic, TypeVar
 
 from bridge_store.substores import (
@@ -23,6 +23,8 @@ from bridge_store.types import Document
 from .state import Agents, Checkpoints, RunEvents, Runs
 
 T = TypeVar("T")
+#: Run ids per page of ``run_ids``.
+RUN_ID_PAGE = 1000
 
 
 class _Tenants(Generic[T]):
@@ -98,6 +100,9 @@ class MemoryRuns:
             agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit
         )
 
+    async def tenants(self) -> builtins.list[str]:
+        return [name for name in self._tenants.names() if len(self._tenants.of(name))]
+
 
 class MemoryRunEvents:
     def __init__(self) -> None:
@@ -111,6 +116,14 @@ class MemoryRunEvents:
 
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
         self._tenants.of(tenant).delete(run_ids)
+
+    async def tenants(self) -> builtins.list[str]:
+        return [name for name in self._tenants.names() if self._tenants.of(name).run_ids()]
+
+    async def run_ids(self, tenant: str) -> AsyncIterator[builtins.list[str]]:
+        run_ids = self._tenants.of(tenant).run_ids()
+        for start in range(0, len(run_ids), RUN_ID_PAGE):
+            yield run_ids[start : start + RUN_ID_PAGE]
 
     async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
         return self._tenants.of(tenant).restore(run_id, events)

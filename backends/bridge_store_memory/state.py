@@ -101,6 +101,9 @@ class Runs:
         self._by_agent: Grouped[str, RunKey] = Grouped()
         self._by_run: Grouped[str, RunKey] = Grouped()
 
+    def __len__(self) -> int:
+        return len(self._rows)
+
     def _put(self, run: Document) -> None:
         ref = (run["agentId"], run["runId"])
         old = self._rows.get(ref)
@@ -198,6 +201,9 @@ class RunEvents:
             if stored["idempotencyKey"] is not None:
                 self._by_key[(run_id, stored["idempotencyKey"])] = stored
         return len(new)
+
+    def run_ids(self) -> list[str]:
+        return sorted(self._logs)
 
     def list(self, run_id: str, *, after_seq: int, limit: int) -> list[Document]:
         # seq n sits at index n - 1, so the slice starts right after after_seq.

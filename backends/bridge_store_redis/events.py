@@ -30,7 +30,9 @@ per-turn path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import builtins
+import time
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis, RedisCluster
@@ -40,7 +42,7 @@ from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import appended_event, check_restore, duplicate_key, gap, stored_event
 from bridge_store.types import Document
 
-from ._rows import DELETE_BATCH, Tenants
+from ._rows import DELETE_BATCH, Tenants, tenants_holding
 from .errors import redis_errors
 from .keys import KeySpace, from_utf8, utf8
 from .scripts import Scripts
@@ -63,6 +65,7 @@ class RedisRunEvents:
         ttl_seconds: int | None,
     ) -> None:
         self._client = client
+        self._root = keys
         self._keys = Tenants(keys.of_tenant)
         self._scripts = scripts
         self._ttl_ms = 0 if ttl_seconds is None else ttl_seconds * 1000
@@ -148,3 +151,37 @@ class RedisRunEvents:
         # SCAN may return a key twice; UNLINK of a missing key is harmless.
         async for key in self._client.scan_iter(match=keys.event_logs_pattern(), count=1000):
             await self._client.unlink(key)
+
+    @redis_errors
+    async def tenants(self) -> builtins.list[str]:
+        if not self._root.spread:
+            return await tenants_holding(self._client, self._root, "runEvents", ":runs")
+        head = f"{{{self._root.prefix}:runEvents#"
+        found: dict[str, None] = {}  # SCAN may return a key twice
+        async for key in self._client.scan_iter(match=f"{head}*", count=1000):
+            found[from_utf8(key)[len(head) :].split("#", 1)[0]] = None
+        return list(found)
+
+    async def run_ids(self, tenant: str) -> AsyncIterator[builtins.list[str]]:
+        # Read whole (ids only: small next to the logs), since SCAN and ZSCAN cursors
+        # cannot be kept across the pages without holding a connection.
+        run_ids = await self._all_run_ids(self._keys.of(tenant))
+        for start in range(0, len(run_ids), DELETE_BATCH):
+            yield run_ids[start : start + DELETE_BATCH]
+
+    @redis_errors
+    async def _all_run_ids(self, keys: KeySpace) -> builtins.list[str]:
+        found: dict[str, None] = {}
+        if keys.spread:
+            # {prefix:runEvents#tenant#<run id>}:log, and the same with :keys.
+            head = len(keys.event_log(""))
+            async for key in self._client.scan_iter(match=keys.event_logs_pattern(), count=1000):
+                if key.endswith(b"}:log"):
+                    found[from_utf8(key[head - len(b"}:log") : -len(b"}:log")])] = None
+            return list(found)
+        # The registry scores each run by when its log expires: skip those that have.
+        now_ms = time.time() * 1000
+        async for member, score in self._client.zscan_iter(keys.event_runs(), count=1000):
+            if score >= now_ms:
+                found[from_utf8(member)] = None
+        return list(found)

@@ -15,6 +15,7 @@ and merges the pages here.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Literal
 
@@ -25,7 +26,7 @@ from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import RunPosition, run_position
 from bridge_store.types import Document
 
-from ._rows import Range, RowTable, Tenants
+from ._rows import Range, RowTable, Tenants, tenants_holding
 from .errors import redis_errors
 from .keys import INT_WIDTH, KeySpace, sortable_int, terminated, utf8
 from .scripts import Scripts
@@ -43,6 +44,8 @@ def _order(position: RunPosition) -> tuple[int, str, str]:
 
 class RedisRuns:
     def __init__(self, client: Redis | RedisCluster, keys: KeySpace, scripts: Scripts) -> None:
+        self._client = client
+        self._root = keys
         self._tables = Tenants(
             lambda tenant: RowTable(
                 client, keys.of_tenant(tenant).table("runs", ("turn", "agent", "run")), scripts
@@ -128,6 +131,10 @@ class RedisRuns:
             after,
             limit,
         )
+
+    @redis_errors
+    async def tenants(self) -> builtins.list[str]:
+        return await tenants_holding(self._client, self._root, "runs", ":docs")
 
 
 def _turn_member(position: RunPosition) -> bytes:

@@ -8,7 +8,7 @@ listing, filter or delete can reach another tenant's objects.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Generic, TypeVar
 
 from bridge_store.auth import DEFAULT_TENANT
@@ -19,10 +19,12 @@ from ._bucket import Bucket
 from .agents import TenantAgents
 from .checkpoints import TenantCheckpoints
 from .events import TenantRunEvents
-from .keys import Layout
+from .keys import Layout, unhex_id
 from .runs import TenantRuns
 
 T = TypeVar("T")
+#: Run ids per page of ``run_ids``.
+RUN_ID_PAGE = 1000
 
 
 class _PerTenant(Generic[T]):
@@ -107,10 +109,25 @@ class S3Runs:
             agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit
         )
 
+    async def tenants(self) -> builtins.list[str]:
+        return await self._tenants.holding(Layout.runs_docs)
+
 
 class S3RunEvents:
     def __init__(self, bucket: Bucket, layout: Layout) -> None:
         self._tenants = _PerTenant(bucket, layout, TenantRunEvents)
+        self._bucket = bucket
+        self._layout = layout
+
+    async def tenants(self) -> builtins.list[str]:
+        return await self._tenants.holding(Layout.all_events)
+
+    async def run_ids(self, tenant: str) -> AsyncIterator[builtins.list[str]]:
+        # One "directory" per run with a log under events/: one delimited listing.
+        logs = self._layout.of_tenant(tenant).all_events()
+        run_ids = [unhex_id(name) for name in await self._bucket.child_names(logs)]
+        for start in range(0, len(run_ids), RUN_ID_PAGE):
+            yield run_ids[start : start + RUN_ID_PAGE]
 
     async def append(self, tenant: str, event: Document) -> Document:
         return await self._tenants.of(tenant).append(event)

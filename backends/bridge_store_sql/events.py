@@ -13,7 +13,8 @@ so no interleaving of processes can store a duplicate; how seq is chosen differs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import builtins
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,10 +25,13 @@ from bridge_store import jsontext
 from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
 
-from .engine import Database
-from .filters import one_of
+from .engine import Database, Work
+from .filters import one_of, tenants_of
 from .tables import run_event_counters as counters
 from .tables import run_events as t
+
+#: Run ids per page of ``run_ids``.
+RUN_ID_PAGE = 1000
 
 _APPEND = sa.text(
     """
@@ -281,6 +285,28 @@ class SqlRunEvents:
                 )
 
         await self._db.write(work, what="runEvents.delete", atomic=True, retry=True)
+
+    async def tenants(self) -> builtins.list[str]:
+        return await self._db.read(tenants_of(t), what="runEvents.tenants")
+
+    async def run_ids(self, tenant: str) -> AsyncIterator[builtins.list[str]]:
+        after: str | None = None
+        while page := await self._db.read(_run_ids_after(tenant, after), what="runEvents.run_ids"):
+            yield page
+            after = page[-1]
+
+
+def _run_ids_after(tenant: str, after: str | None) -> Work[builtins.list[str]]:
+    # DISTINCT over the primary key's prefix (tenant, run_id): an index range scan.
+    query = sa.select(t.c.run_id).where(t.c.tenant == tenant).distinct()
+    if after is not None:
+        query = query.where(t.c.run_id > after)
+    statement = query.order_by(t.c.run_id).limit(RUN_ID_PAGE)
+
+    def work(conn: sa.Connection) -> builtins.list[str]:
+        return list(conn.scalars(statement))
+
+    return work
 
 
 def _runs(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from bridge_store.types import Document
 
 from . import keyset
 from .engine import Database
-from .filters import one_of
+from .filters import one_of, tenants_of
 from .tables import runs as t
 from .upsert import insert_if_absent
 
@@ -136,3 +137,6 @@ class SqlRuns:
         return [
             jsontext.loads_document(text) for text in await self._db.read(work, what="runs.list")
         ]
+
+    async def tenants(self) -> builtins.list[str]:
+        return await self._db.read(tenants_of(t), what="runs.tenants")

@@ -2,12 +2,13 @@
 
 ``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
 current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
-generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``copy``, ``export`` and
-``import`` (:mod:`.copy`, :mod:`.export`, :mod:`.import_archive`; what the commands
-moving history share is in :mod:`.transfer`), the history commands
-``agents``, ``runs`` and ``transcript`` (reading as :mod:`.read_options` says), ``ui``
-(:mod:`.ui`) and ``config show`` (:mod:`.config`); the storage flags they share are in
-:mod:`.store_options`, serve's config file in :mod:`.settings`.
+generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
+``copy``, ``export`` and ``import`` (:mod:`.copy`, :mod:`.export`,
+:mod:`.import_archive`; what the commands moving history share is in
+:mod:`.transfer`), the history commands ``agents``, ``runs`` and ``transcript``
+(reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and ``config show``
+(:mod:`.config`); the storage flags they share are in :mod:`.store_options`, serve's
+config file in :mod:`.settings`.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 """
 
@@ -33,6 +34,7 @@ from . import (
     copy,
     db,
     export,
+    gc,
     import_archive,
     keys,
     prune,
@@ -63,6 +65,7 @@ COMMANDS: dict[str, Command] = {
     "token": token,
     "keys": keys,
     "prune": prune,
+    "gc": gc,
     "copy": copy,
     "export": export,
     "import": import_archive,

@@ -30,13 +30,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_store_arguments(parser)
     add_criteria_arguments(parser)
-    parser.add_argument(
-        "--tenant",
-        action="append",
-        type=_tenant,
-        metavar="TENANT",
-        help="prune only this tenant's agents (repeatable; default: every tenant)",
-    )
+    add_tenant_argument(parser, "prune only this tenant's agents")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -89,6 +83,16 @@ def retention_from(args: argparse.Namespace) -> RetentionSettings | None:
     if args.retain is None:
         return None
     return RetentionSettings(parse_age(args.retain), parse_age(args.retain_every))
+
+
+def add_tenant_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--tenant",
+        action="append",
+        type=_tenant,
+        metavar="TENANT",
+        help=f"{what} (repeatable; default: every tenant)",
+    )
 
 
 def _tenant(text: str) -> str:

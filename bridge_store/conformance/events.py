@@ -9,11 +9,14 @@ from typing import ClassVar
 from bridge_store.substores import SubstoreName
 
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_events, longest_key
+from .inventory import RunEventInventoryConformance
 from .restore import RunEventRestoreConformance
 from .tenants import RunEventTenantConformance
 
 
-class RunEventConformance(RunEventTenantConformance, RunEventRestoreConformance):
+class RunEventConformance(
+    RunEventTenantConformance, RunEventRestoreConformance, RunEventInventoryConformance
+):
     """The runEvents substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "runEvents"

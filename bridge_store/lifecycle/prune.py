@@ -191,8 +191,8 @@ async def _prune_agent(
     )
     run_ids = sorted({run["runId"] for run in runs})
     if dry_run:
-        figures.events = sum([await _count_events(stores, tenant, run_id) for run_id in run_ids])
-        figures.blob_bytes = sum([await _blob_size(stores, tenant, ref) for ref in blobs])
+        figures.events = sum([await count_events(stores, tenant, run_id) for run_id in run_ids])
+        figures.blob_bytes = sum([await blob_size(stores, tenant, ref) for ref in blobs])
         return figures
     # Read again: a bridge that resumed the agent since it was listed keeps it.
     fresh = await stores.agents.get(tenant, agent_id)
@@ -220,7 +220,8 @@ def _audit(principal: Principal, substore: str, filter_: Document) -> None:
     audit.record(principal, substore, "delete", {"filter": filter_})
 
 
-async def _count_events(stores: Stores, tenant: str, run_id: str) -> int:
+async def count_events(stores: Stores, tenant: str, run_id: str) -> int:
+    """How many events the run has (read page by page)."""
     count, after = 0, 0
     while page := await stores.run_events.list(tenant, run_id, after_seq=after, limit=MAX_LIMIT):
         count += len(page)
@@ -228,6 +229,7 @@ async def _count_events(stores: Stores, tenant: str, run_id: str) -> int:
     return count
 
 
-async def _blob_size(stores: Stores, tenant: str, ref: BlobRef) -> int:
+async def blob_size(stores: Stores, tenant: str, ref: BlobRef) -> int:
+    """The blob's size as stored (0 if it is gone)."""
     data = await stores.checkpoints.get(tenant, ref.agent_id, ref.blob_id)
     return 0 if data is None else len(data)

@@ -1,0 +1,84 @@
+"""``bridge-store gc``: find and delete orphans (items whose agent or run is gone)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from ..errors import BackendUnreachable, ConnectError
+from ..lifecycle.gc import GcReport, TenantOrphans, collect_garbage
+from ..plugins import get_plugin_manager
+from ..stores import resolve
+from .prune import add_tenant_argument
+from .store_options import add_store_arguments, routes_from
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "gc",
+        help="delete orphans: blobs and runs whose agent is gone, events whose run is gone",
+        description=(
+            "Find and delete orphans, which a crash in the middle of a deletion, an "
+            "interrupted copy or a third-party writer can leave: checkpoint blobs and runs "
+            "of an agent that does not exist, and the events of a run id that no run has. "
+            "Every tenant unless --tenant says which; every delete is audit-logged."
+        ),
+    )
+    add_store_arguments(parser)
+    add_tenant_argument(parser, "collect only this tenant's orphans")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="delete nothing: list the orphans, with event counts and blob bytes",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_gc(args))
+
+
+async def _gc(args: argparse.Namespace) -> int:
+    resolved = resolve(get_plugin_manager(), routes_from(args))
+    opened = await resolved.start(migrate=False)
+    try:
+        report = await collect_garbage(opened.stores, dry_run=args.dry_run, tenants=args.tenant)
+    except ConnectError as error:
+        raise BackendUnreachable(f"gc stopped: {error.message}; run it again") from error
+    finally:
+        await opened.close()
+    if args.dry_run:
+        for orphans in report.tenants:
+            for line in _orphan_lines(orphans):
+                print(f"would delete {line}")
+    print(_summary(report, args.dry_run))
+    return 0
+
+
+def _orphan_lines(orphans: TenantOrphans) -> list[str]:
+    of = f"of tenant {orphans.tenant}"
+    lines = [
+        f"{len(blob_ids)} checkpoint blobs of agent {agent_id} {of}: the agent is gone"
+        for agent_id, blob_ids in orphans.blobs.items()
+    ]
+    lines.extend(
+        f"run {run_id} of agent {agent_id} {of}: the agent is gone"
+        for agent_id, run_ids in orphans.runs.items()
+        for run_id in run_ids
+    )
+    lines.extend(
+        f"the events of run {run_id} {of}: the run is gone" for run_id in orphans.event_logs
+    )
+    return lines
+
+
+def _summary(report: GcReport, dry_run: bool) -> str:
+    if dry_run:
+        return (
+            f"would delete {report.blobs} orphaned blobs ({report.blob_bytes} bytes), "
+            f"{report.runs} runs and the events of {report.event_logs} runs "
+            f"({report.events} events)"
+        )
+    return (
+        f"deleted {report.blobs} orphaned blobs, {report.runs} runs and the events of "
+        f"{report.event_logs} runs"
+    )
