@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql-append": ("sql_append", "runEvents.append on SQLite and Postgres, round trips"),
     "sql-blobs": ("sql_blobs", "checkpoint blobs on SQL: time and Python memory"),
     "redis-events": ("redis_events", "Redis appends, tail reads and list pages, in process"),
+    "redis-cluster": ("redis_cluster", "Redis appends: standalone vs cluster vs cluster + WAIT"),
     "s3-backend": ("s3_backend", "the S3 backend's hot paths against a local moto server"),
     "scale-out": ("scale_out", "1, 2, 4 serve processes on one Postgres and one Redis"),
     "failover": ("failover", "Postgres primary -> standby under append load: outage and loss"),

@@ -19,7 +19,7 @@ from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import AskError, ClusterError, TryAgainError
+from redis.exceptions import AskError, ClusterError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -79,12 +79,19 @@ class BoundedCluster(RedisCluster):
                 result, replicas = await pipe.execute(
                     raise_on_error=False, allow_redirections=False
                 )
-            except (RedisConnectionError, RedisTimeoutError, ClusterError):
-                await self.aclose()  # the next command maps the cluster again
+            except (RedisConnectionError, RedisTimeoutError):
+                # As redis-py does: the next command maps the cluster again first.
+                self._initialize = True
                 raise
-            if isinstance(result, AskError | TryAgainError):
-                # MOVED (a subclass of ASK), ASK, TRYAGAIN: the write did not run.
+            except ClusterError:
                 await self.aclose()
+                raise
+            if isinstance(result, MovedError):
+                # The write did not run: its slot has a new primary (a failover).
+                await self.nodes_manager.move_slot(result)
+                continue
+            if isinstance(result, AskError | TryAgainError):
+                # The write did not run: the slot is being migrated. Ask again later.
                 await asyncio.sleep(_REDIRECT_PAUSE_SECONDS)
                 continue
             if isinstance(result, ClusterError):
