@@ -103,16 +103,21 @@ def servers() -> Iterator[tuple[int, list[int]]]:
 
 
 def wait_for_cluster(ports: list[int]) -> None:
+    """Until every node says cluster_state:ok and each primary's replica is in sync
+    (before that, a ``wait_replicas`` write has no replica to wait for)."""
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        states = []
+        ready = 0
         for port in ports:
             with redis.Redis(port=port) as client:
-                states.append(client.cluster("INFO")["cluster_state"])
-        if states == ["ok"] * len(ports):
+                ok = client.cluster("INFO")["cluster_state"] == "ok"
+                info = client.info("replication")
+            synced = info["role"] != "master" or info.get("slave0", {}).get("state") == "online"
+            ready += ok and synced
+        if ready == len(ports):
             return
         time.sleep(0.1)
-    raise SystemExit("the cluster did not reach cluster_state:ok")
+    raise SystemExit("the cluster did not reach cluster_state:ok with its replicas in sync")
 
 
 def logs_per_primary(ports: list[int], prefix: str) -> list[int]:
