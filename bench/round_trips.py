@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bridge_store_sql.engine import PostgresDatabase
+from bridge_store_sql.postgres import PostgresDatabase
 
 
 class WriteCounter:

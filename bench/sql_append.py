@@ -29,7 +29,7 @@ from bench.services import postgres_database
 from bridge_store.contract import new_event
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
-from bridge_store_sql.engine import PostgresDatabase
+from bridge_store_sql.postgres import PostgresDatabase
 
 
 async def run_case(

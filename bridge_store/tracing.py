@@ -4,7 +4,8 @@ OpenTelemetry's ASGI instrumentation makes the server span of each CallStore req
 (honouring an incoming W3C ``traceparent``) and :class:`ConnectSpans` names it after
 the RPC (``rpc.system=connect_rpc``, ``rpc.service``, ``rpc.method``, plus
 ``bridge_store.substore`` and ``bridge_store.method``). The backends' work shows as
-its children through the instrumentations of SQLAlchemy (SQLite and Postgres) and
+its children through the instrumentations of the drivers that send the statements
+(asyncpg, sqlite3), of SQLAlchemy (schema migrations and revision reads) and of
 redis-py. S3 goes through obstore, whose requests are made in Rust where no Python
 HTTP instrumentation reaches, so S3 calls have no child spans.
 
@@ -155,7 +156,7 @@ class Tracing:
         )
 
     def instrument(self) -> None:
-        """Give backend work child spans: SQLAlchemy and redis-py, where installed.
+        """Give backend work child spans: the SQL drivers, SQLAlchemy and redis-py.
 
         The instrumentations patch their libraries process-wide; call this before the
         backends create their engines and clients (``serve`` does), and
@@ -171,6 +172,19 @@ class Tracing:
             # Its declared range stops below SQLAlchemy 2.1, whose engine events it
             # hooks are unchanged; tests/test_tracing.py checks the spans it makes.
             self._instrument(SQLAlchemyInstrumentor(), skip_dep_check=True)
+        # The SQL backend sends its statements on the drivers' own connections
+        # (bridge_store_sql.statements), where SQLAlchemy's events never see them.
+        if importlib.util.find_spec("opentelemetry.instrumentation.sqlite3") is not None:
+            from opentelemetry.instrumentation.sqlite3 import SQLite3Instrumentor
+
+            self._instrument(SQLite3Instrumentor())
+        if (
+            importlib.util.find_spec("asyncpg") is not None
+            and importlib.util.find_spec("opentelemetry.instrumentation.asyncpg") is not None
+        ):
+            from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+
+            self._instrument(AsyncPGInstrumentor())  # type: ignore[no-untyped-call]
         if (
             importlib.util.find_spec("redis") is not None
             and importlib.util.find_spec("opentelemetry.instrumentation.redis") is not None

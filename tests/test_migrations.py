@@ -77,8 +77,8 @@ async def upgrade_and_compare(url: str) -> None:
         # A second upgrade at head changes nothing.
         await backend.upgrade_schema()
         assert await backend.schema_revision() == head_revision()
-        assert await backend.db.read(schema_differences, what="test") == []
-        tables = await backend.db.read(
+        assert await backend.db.inspect(schema_differences, what="test") == []
+        tables = await backend.db.inspect(
             lambda conn: set(sa.inspect(conn).get_table_names()), what="test"
         )
         assert tables == EXPECTED_TABLES
@@ -269,10 +269,10 @@ async def upgrade_a_release_0001_store(url: str) -> None:
                 conn.exec_driver_sql(statement)
             conn.execute(_RELEASE_0001_BLOB, {"data": b"\x01\x02"})
 
-        await backend.db.write(write, what="test", atomic=True, retry=False)
+        await backend.db.migrate(write, what="test")
         await backend.upgrade_schema()
         assert await backend.schema_revision() == head_revision()
-        assert await backend.db.read(schema_differences, what="test") == []
+        assert await backend.db.inspect(schema_differences, what="test") == []
     finally:
         await backend.close()
     manager = get_plugin_manager()

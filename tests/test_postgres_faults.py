@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+import sqlalchemy as sa
 
 from bench.services import run_async
 from bridge_store.contract import new_event
@@ -257,7 +258,7 @@ async def test_exhausted_pool_is_unavailable_not_a_hang(
     async def occupy() -> None:
         def work(conn: Any) -> None:
             blocker_ready.set()
-            conn.exec_driver_sql("SELECT pg_sleep(3)")
+            conn.execute(sa.text("SELECT pg_sleep(3)"))
 
         await backend.db.read(work, what="test")
 

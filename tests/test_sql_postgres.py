@@ -20,7 +20,7 @@ from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, Co
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.substores import BackendOptions
 from bridge_store_sql.backend import SqlBackend
-from bridge_store_sql.engine import PostgresDatabase
+from bridge_store_sql.postgres import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
 
 from .support.postgres import terminate_connections

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bridge_store_sql.sqlite import SqliteSession
 from bridge_store_sql.sqlite_threads import (
     BatchingThreads,
     ClosedError,
@@ -18,20 +19,27 @@ from bridge_store_sql.sqlite_threads import (
     run_reads,
     run_writes,
 )
+from bridge_store_sql.statements import Compiler, Session
 
 
 @pytest.fixture
 def engine(tmp_path: Path) -> sa.Engine:
     engine = sa.create_engine(
         f"sqlite+pysqlite:///{tmp_path / 'threads.db'}",
-        connect_args={"check_same_thread": False},
+        # Driver autocommit, as the backend's connections: the work begins and ends
+        # its own transactions.
+        connect_args={"check_same_thread": False, "isolation_level": None},
     )
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE t (k TEXT PRIMARY KEY)")
     return engine
 
 
-def insert(key: str, conn: sa.Connection) -> str:
+def sessions(engine: sa.Engine) -> functools.partial[SqliteSession]:
+    return functools.partial(SqliteSession, Compiler(engine.dialect))
+
+
+def insert(key: str, conn: Session) -> str:
     conn.execute(sa.text("INSERT INTO t (k) VALUES (:k)"), {"k": key})
     return key
 
@@ -51,7 +59,7 @@ def batch_of(*works: functools.partial[str]) -> list[Job[str]]:
 
 def test_a_batch_commits_together(engine: sa.Engine) -> None:
     batch = batch_of(*(functools.partial(insert, key) for key in "abc"))
-    run_writes(engine, batch)
+    run_writes(engine, sessions(engine), batch)
     assert [(job.failed, job.outcome) for job in batch] == [
         (False, "a"),
         (False, "b"),
@@ -61,13 +69,13 @@ def test_a_batch_commits_together(engine: sa.Engine) -> None:
 
 
 def test_a_failing_job_fails_alone(engine: sa.Engine) -> None:
-    run_writes(engine, batch_of(functools.partial(insert, "dup")))
+    run_writes(engine, sessions(engine), batch_of(functools.partial(insert, "dup")))
     batch = batch_of(
         functools.partial(insert, "x"),
         functools.partial(insert, "dup"),
         functools.partial(insert, "y"),
     )
-    run_writes(engine, batch)
+    run_writes(engine, sessions(engine), batch)
     assert [job.failed for job in batch] == [False, True, False]
     assert isinstance(batch[1].outcome, sa.exc.IntegrityError)
     # The batch's transaction rolled back, then each job ran alone: x and y are stored once.
@@ -75,12 +83,12 @@ def test_a_failing_job_fails_alone(engine: sa.Engine) -> None:
 
 
 def test_reads_fail_per_job(engine: sa.Engine) -> None:
-    run_writes(engine, batch_of(functools.partial(insert, "a")))
+    run_writes(engine, sessions(engine), batch_of(functools.partial(insert, "a")))
 
-    def count(conn: sa.Connection) -> int:
+    def count(conn: Session) -> int:
         return int(conn.scalar(sa.text("SELECT count(*) FROM t")) or 0)
 
-    def broken(conn: sa.Connection) -> int:
+    def broken(conn: Session) -> int:
         return int(conn.scalar(sa.text("SELECT count(*) FROM missing_table")) or 0)
 
     loop = asyncio.new_event_loop()
@@ -89,7 +97,7 @@ def test_reads_fail_per_job(engine: sa.Engine) -> None:
         batch.append(Job(count, loop.create_future()))
     finally:
         loop.close()
-    run_reads(engine, batch)
+    run_reads(engine, sessions(engine), batch)
     assert [(job.failed, job.outcome if not job.failed else None) for job in batch] == [
         (False, 1),
         (True, None),
@@ -106,7 +114,7 @@ class RecordingBatches:
 
     def __call__(self, batch: list[Job[Any]]) -> None:
         self.sizes.append(len(batch))
-        run_writes(self.engine, batch)
+        run_writes(self.engine, sessions(self.engine), batch)
 
 
 async def test_submissions_of_one_loop_turn_run_as_one_batch(engine: sa.Engine) -> None:
@@ -134,7 +142,7 @@ async def test_close_finishes_queued_work_then_refuses(engine: sa.Engine) -> Non
     writer = BatchingThreads("test-writer", 1, batches)
     working, release = threading.Event(), threading.Event()
 
-    def occupy(conn: sa.Connection) -> str:
+    def occupy(conn: Session) -> str:
         working.set()
         release.wait(60)
         return "occupied"

@@ -1,4 +1,6 @@
-"""The SQL backend: SQLite (the embedded default) and Postgres, on SQLAlchemy 2 async.
+"""The SQL backend: SQLite (the embedded default) and Postgres.
+
+SQLAlchemy Core builds the statements, the drivers (sqlite3, asyncpg) send them.
 
 ``sqlite:///relative.db``, ``sqlite:////abs/path.db``;
 ``postgresql://user@host/db`` (also ``postgres://``, ``postgresql+asyncpg://``, with
@@ -33,7 +35,8 @@ def bridge_store_open_backend(url: str, options: BackendOptions) -> SqlBackend |
     # SQLAlchemy and alembic load only when a SQL URL is chosen: every other command
     # and backend starts without them.
     from .backend import SqlBackend
-    from .engine import PostgresDatabase, SqliteDatabase
+    from .postgres import PostgresDatabase
+    from .sqlite import SqliteDatabase
 
     if scheme in SQLITE_SCHEMES:
         return SqlBackend(SqliteDatabase(parse_sqlite(url)))

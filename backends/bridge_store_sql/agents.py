@@ -15,6 +15,7 @@ from bridge_store.types import Document
 from . import keyset
 from .engine import Database
 from .filters import one_of, tenants_of
+from .statements import Session
 from .tables import agents as t
 from .upsert import insert_if_absent
 
@@ -77,14 +78,15 @@ class SqlAgents:
         self._db = db
 
     async def get(self, tenant: str, agent_id: str) -> Document | None:
-        def work(conn: sa.Connection) -> str | None:
-            return conn.scalar(_GET, {"b_tenant": tenant, "b_agent_id": agent_id})
+        def work(conn: Session) -> str | None:
+            text: str | None = conn.scalar(_GET, {"b_tenant": tenant, "b_agent_id": agent_id})
+            return text
 
         text = await self._db.read(work, what="agents.get")
         return jsontext.loads_document(text) if text is not None else None
 
     async def create(self, tenant: str, agent: Document) -> Document:
-        def work(conn: sa.Connection) -> bool:
+        def work(conn: Session) -> bool:
             return insert_if_absent(conn, t, _row(tenant, agent))
 
         if not await self._db.write(work, what="agents.create", atomic=False, retry=False):
@@ -94,7 +96,7 @@ class SqlAgents:
     async def update(self, tenant: str, agent: Document) -> Document:
         params = {f"b_{column}": value for column, value in _row(tenant, agent).items()}
 
-        def work(conn: sa.Connection) -> int:
+        def work(conn: Session) -> int:
             return conn.execute(_UPDATE, params).rowcount
 
         if not await self._db.write(work, what="agents.update", atomic=False, retry=True):
@@ -102,7 +104,7 @@ class SqlAgents:
         return agent
 
     async def delete(self, tenant: str, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
-        def work(conn: sa.Connection) -> None:
+        def work(conn: Session) -> None:
             conn.execute(sa.delete(t).where(*_matching(tenant, agent_ids, cwd)))
 
         await self._db.write(work, what="agents.delete", atomic=False, retry=True)
@@ -112,7 +114,7 @@ class SqlAgents:
     ) -> list[Document]:
         query = list_query(tenant, cwd=cwd, after=after, limit=limit)
 
-        def work(conn: sa.Connection) -> list[str]:
+        def work(conn: Session) -> list[str]:
             return list(conn.scalars(query))
 
         return [

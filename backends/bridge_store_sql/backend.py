@@ -72,7 +72,7 @@ class SqlBackend:
             raise ConfigurationError(f"{self.db.description}: {error}") from None
 
     async def schema_revision(self) -> str | None:
-        return await self.db.read(migrate_module.current_revision, what="schema revision")
+        return await self.db.inspect(migrate_module.current_revision, what="schema revision")
 
     async def readiness(self) -> str | None:
         """One read of the schema revision: the database answers, at the latest schema."""

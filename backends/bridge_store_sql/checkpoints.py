@@ -18,6 +18,7 @@ from bridge_store.substores import BlobRef
 from . import keyset
 from .engine import Database
 from .filters import one_of, tenants_of
+from .statements import Session
 from .tables import checkpoint_blobs as t
 from .upsert import insert_if_absent
 
@@ -67,15 +68,16 @@ class SqlCheckpoints:
     async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
         params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_blob_id": blob_id}
 
-        def work(conn: sa.Connection) -> bytes | None:
-            return conn.scalar(_GET, params)
+        def work(conn: Session) -> bytes | None:
+            data: bytes | None = conn.scalar(_GET, params)
+            return data
 
         return await self._db.read(work, what="checkpoints.get")
 
     async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         row = {"tenant": tenant, "agent_id": agent_id, "blob_id": blob_id, "data": data}
 
-        def work(conn: sa.Connection) -> bool:
+        def work(conn: Session) -> bool:
             return insert_if_absent(conn, t, row)
 
         if not await self._db.write(work, what="checkpoints.create", atomic=False, retry=False):
@@ -84,7 +86,7 @@ class SqlCheckpoints:
     async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
         params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_blob_id": blob_id, "b_data": data}
 
-        def work(conn: sa.Connection) -> int:
+        def work(conn: Session) -> int:
             return (conn.execute(_UPDATE, params)).rowcount
 
         if not await self._db.write(work, what="checkpoints.update", atomic=False, retry=True):
@@ -95,7 +97,7 @@ class SqlCheckpoints:
     ) -> None:
         statement = sa.delete(t).where(*_matching(tenant, agent_ids, blob_ids))
 
-        def work(conn: sa.Connection) -> None:
+        def work(conn: Session) -> None:
             conn.execute(statement)
 
         await self._db.write(work, what="checkpoints.delete", atomic=False, retry=True)
@@ -111,9 +113,9 @@ class SqlCheckpoints:
     ) -> list[BlobRef]:
         query = list_query(tenant, agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit)
 
-        def work(conn: sa.Connection) -> list[BlobRef]:
+        def work(conn: Session) -> list[BlobRef]:
             rows = conn.execute(query)
-            return [BlobRef(blob_id=row.blob_id, agent_id=row.agent_id) for row in rows]
+            return [BlobRef(blob_id=row[0], agent_id=row[1]) for row in rows]
 
         return await self._db.read(work, what="checkpoints.list")
 

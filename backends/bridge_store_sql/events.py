@@ -27,6 +27,7 @@ from bridge_store.types import Document
 
 from .engine import Database, Work
 from .filters import one_of, tenants_of
+from .statements import Result, Session
 from .tables import run_event_counters as counters
 from .tables import run_events as t
 
@@ -83,7 +84,7 @@ def by_key_query(tenant: str, run_id: str, key: str) -> sa.Select[tuple[int, str
     return _BY_KEY.params(b_tenant=tenant, b_run_id=run_id, b_key=key)
 
 
-def _by_key(conn: sa.Connection, tenant: str, run_id: str, key: str) -> sa.Result[tuple[int, str]]:
+def _by_key(conn: Session, tenant: str, run_id: str, key: str) -> Result:
     return conn.execute(_BY_KEY, {"b_tenant": tenant, "b_run_id": run_id, "b_key": key})
 
 
@@ -132,13 +133,13 @@ def _run(tenant: str, run_id: str) -> dict[str, str]:
 Appended = tuple[int, str | None]
 
 
-def _append_postgres(conn: sa.Connection, tenant: str, event: Document, doc: str) -> Appended:
+def _append_postgres(conn: Session, tenant: str, event: Document, doc: str) -> Appended:
     key = event["idempotencyKey"]
     params: dict[str, Any] = {"tenant": tenant, "run_id": event["runId"], "doc": doc}
     if key is None:
         return (conn.execute(_APPEND, params)).scalar_one(), None
     row = (conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
-    return row.seq, row.doc
+    return row[0], row[1]
 
 
 # SQLite: writers are serialized (one BEGIN IMMEDIATE at a time, across processes too),
@@ -162,14 +163,14 @@ _APPEND_SQLITE = sa.text(
 ).columns(seq=sa.BigInteger())
 
 
-def _append_sqlite(conn: sa.Connection, tenant: str, event: Document, doc: str) -> Appended:
+def _append_sqlite(conn: Session, tenant: str, event: Document, doc: str) -> Appended:
     run_id, key = event["runId"], event["idempotencyKey"]
     params = {"tenant": tenant, "run_id": run_id, "key": key, "doc": doc}
     seq = (conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
     if seq is not None:
         return seq, None
     existing = _by_key(conn, tenant, run_id, key).one()
-    return existing.seq, existing.doc
+    return existing[0], existing[1]
 
 
 class SqlRunEvents:
@@ -181,7 +182,7 @@ class SqlRunEvents:
         run_id, key = event["runId"], event["idempotencyKey"]
         append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
 
-        def work(conn: sa.Connection) -> Appended:
+        def work(conn: Session) -> Appended:
             return append(conn, tenant, event, doc)
 
         try:
@@ -195,9 +196,9 @@ class SqlRunEvents:
             if key is None or self._db.dialect != "postgresql":
                 raise
 
-            def winner(conn: sa.Connection) -> tuple[int, str] | None:
+            def winner(conn: Session) -> tuple[int, str] | None:
                 row = _by_key(conn, tenant, run_id, key).one_or_none()
-                return (row.seq, row.doc) if row is not None else None
+                return (row[0], row[1]) if row is not None else None
 
             found = await self._db.read(winner, what="runEvents.append")
             if found is None:
@@ -214,8 +215,8 @@ class SqlRunEvents:
             "b_limit": limit,
         }
 
-        def work(conn: sa.Connection) -> list[tuple[int, str]]:
-            return [(row.seq, row.doc) for row in conn.execute(_LIST, params)]
+        def work(conn: Session) -> list[tuple[int, str]]:
+            return [(row[0], row[1]) for row in conn.execute(_LIST, params)]
 
         rows = await self._db.read(work, what="runEvents.list")
         return [stored_event(jsontext.loads_document(doc), seq) for seq, doc in rows]
@@ -259,7 +260,7 @@ class SqlRunEvents:
         return await self._db.write(work, what="runEvents.restore", atomic=True, retry=True)
 
     async def delete(self, tenant: str, run_ids: Sequence[str] | None) -> None:
-        def work(conn: sa.Connection) -> None:
+        def work(conn: Session) -> None:
             if self._db.dialect == "sqlite":
                 # No counters on SQLite: a run's next seq is read off its events.
                 conn.execute(sa.delete(t).where(*_runs(t, tenant, run_ids)))
@@ -303,7 +304,7 @@ def _run_ids_after(tenant: str, after: str | None) -> Work[builtins.list[str]]:
         query = query.where(t.c.run_id > after)
     statement = query.order_by(t.c.run_id).limit(RUN_ID_PAGE)
 
-    def work(conn: sa.Connection) -> builtins.list[str]:
+    def work(conn: Session) -> builtins.list[str]:
         return list(conn.scalars(statement))
 
     return work

@@ -7,6 +7,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .statements import Session
+
 #: Up to this many ids are bound one parameter each, which keeps the statement text
 #: (and so its prepared statement) the same from call to call. Longer lists are written
 #: into the SQL text: both drivers cap one statement at 32767 parameters.
@@ -22,11 +24,11 @@ def one_of(column: sa.Column[Any], values: Sequence[str]) -> sa.ColumnElement[bo
     return column.in_(inlined)
 
 
-def tenants_of(table: sa.Table) -> Callable[[sa.Connection], list[str]]:
+def tenants_of(table: sa.Table) -> Callable[[Session], list[str]]:
     """A read listing the distinct tenants of ``table`` (its key's first column)."""
     statement = sa.select(table.c.tenant).distinct()
 
-    def work(conn: sa.Connection) -> list[str]:
+    def work(conn: Session) -> list[str]:
         return list(conn.scalars(statement))
 
     return work

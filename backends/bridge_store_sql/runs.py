@@ -16,6 +16,7 @@ from bridge_store.types import Document
 from . import keyset
 from .engine import Database
 from .filters import one_of, tenants_of
+from .statements import Session
 from .tables import runs as t
 from .upsert import insert_if_absent
 
@@ -86,14 +87,15 @@ class SqlRuns:
     async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
         params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_run_id": run_id}
 
-        def work(conn: sa.Connection) -> str | None:
-            return conn.scalar(_GET, params)
+        def work(conn: Session) -> str | None:
+            text: str | None = conn.scalar(_GET, params)
+            return text
 
         text = await self._db.read(work, what="runs.get")
         return jsontext.loads_document(text) if text is not None else None
 
     async def create(self, tenant: str, run: Document) -> Document:
-        def work(conn: sa.Connection) -> bool:
+        def work(conn: Session) -> bool:
             return insert_if_absent(conn, t, _row(tenant, run))
 
         if not await self._db.write(work, what="runs.create", atomic=False, retry=False):
@@ -103,7 +105,7 @@ class SqlRuns:
     async def update(self, tenant: str, run: Document) -> Document:
         params = {f"b_{column}": value for column, value in _row(tenant, run).items()}
 
-        def work(conn: sa.Connection) -> int:
+        def work(conn: Session) -> int:
             return conn.execute(_UPDATE, params).rowcount
 
         if not await self._db.write(work, what="runs.update", atomic=False, retry=True):
@@ -115,7 +117,7 @@ class SqlRuns:
     ) -> None:
         statement = sa.delete(t).where(*_matching(tenant, agent_ids, run_ids))
 
-        def work(conn: sa.Connection) -> None:
+        def work(conn: Session) -> None:
             conn.execute(statement)
 
         await self._db.write(work, what="runs.delete", atomic=False, retry=True)
@@ -131,7 +133,7 @@ class SqlRuns:
     ) -> list[Document]:
         query = list_query(tenant, agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit)
 
-        def work(conn: sa.Connection) -> list[str]:
+        def work(conn: Session) -> list[str]:
             return list(conn.scalars(query))
 
         return [

@@ -23,14 +23,20 @@ import asyncio
 import contextlib
 import contextvars
 import queue
+import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import sqlalchemy as sa
 
+if TYPE_CHECKING:
+    from .sqlite import SqliteSession
+
 T = TypeVar("T")
+#: A session over a pooled sqlite3 connection (:class:`.sqlite.SqliteSession`).
+Sessions = Callable[[sqlite3.Connection], "SqliteSession"]
 
 #: Jobs one wake-up takes, give or take one hand-over: bounds how long the first job of
 #: a batch waits for the others, and the size of one write transaction.
@@ -41,16 +47,19 @@ MAX_BATCH = 64
 class Job(Generic[T]):
     """One unit of work and where its outcome goes."""
 
-    work: Callable[[sa.Connection], T]
+    #: Over a :class:`.sqlite.SqliteSession`, or a SQLAlchemy Connection (``schema``).
+    work: Callable[[Any], T]
     future: asyncio.Future[T]
     #: False for work that must have a transaction to itself (a schema upgrade).
     batchable: bool = True
+    #: alembic's work, which needs SQLAlchemy's Connection.
+    schema: bool = False
     outcome: Any = field(default=None)
     failed: bool = False
     #: The submitting call's context, in which the work runs.
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
-    def run(self, conn: sa.Connection) -> T:
+    def run(self, conn: Any) -> T:
         return self.context.run(self.work, conn)
 
     def succeed(self, value: T) -> None:
@@ -80,14 +89,16 @@ class BatchingThreads:
         for thread in self._threads:
             thread.start()
 
-    async def submit(self, work: Callable[[sa.Connection], T], *, batchable: bool = True) -> T:
+    async def submit(
+        self, work: Callable[[Any], T], *, batchable: bool = True, schema: bool = False
+    ) -> T:
         if self._closed:
             raise ClosedError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._hand_over)
-        self._pending.append(Job(work, future, batchable))
+        self._pending.append(Job(work, future, batchable, schema))
         return await future
 
     def _hand_over(self) -> None:
@@ -153,38 +164,74 @@ def _resolve(batch: list[Job[Any]]) -> None:
             job.future.set_result(job.outcome)
 
 
-def run_reads(engine: sa.Engine, batch: list[Job[Any]]) -> None:
+@contextlib.contextmanager
+def _checked_out(engine: sa.Engine, sessions: Sessions) -> Iterator[SqliteSession]:
+    """A session over one of ``engine``'s pooled sqlite3 connections, returned after."""
+    fairy = engine.raw_connection()
+    try:
+        connection = fairy.driver_connection
+        assert isinstance(connection, sqlite3.Connection)
+        yield sessions(connection)
+    finally:
+        fairy.close()
+
+
+def run_reads(engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]) -> None:
     """Each read on one connection, outside any transaction; failures stay per job."""
-    with engine.connect() as conn:
+    with _checked_out(engine, sessions) as session:
         for job in batch:
             try:
-                job.succeed(job.run(conn))
+                if job.schema:
+                    with engine.connect() as conn:
+                        job.succeed(job.run(conn))
+                else:
+                    job.succeed(job.run(session))
             except Exception as error:
                 job.fail(error)
-                conn.rollback()
 
 
-def run_writes(engine: sa.Engine, batch: list[Job[Any]]) -> None:
+def run_writes(engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]) -> None:
     """The batch in one transaction; on any failure, each job in its own."""
     if len(batch) > 1 and all(job.batchable for job in batch):
-        outcomes = _in_one_transaction(engine, batch)
+        outcomes = _in_one_transaction(engine, sessions, batch)
         if outcomes is not None:
             for job, outcome in zip(batch, outcomes, strict=True):
                 job.succeed(outcome)
             return
     for job in batch:
         try:
-            with engine.begin() as conn:
-                job.succeed(job.run(conn))
+            if job.schema:
+                # alembic's work: the engine's "begin" hook takes the lock up front.
+                with engine.begin() as conn:
+                    job.succeed(job.run(conn))
+            else:
+                job.succeed(_transaction(engine, sessions, [job])[0])
         except Exception as error:
             job.fail(error)
 
 
-def _in_one_transaction(engine: sa.Engine, batch: list[Job[Any]]) -> list[Any] | None:
+def _transaction(engine: sa.Engine, sessions: Sessions, jobs: list[Job[Any]]) -> list[Any]:
+    """The jobs' outcomes in one write transaction, committed; rolled back if any fails."""
+    with _checked_out(engine, sessions) as session:
+        # Take the write lock up front: a deferred transaction that reads and then
+        # writes can fail with SQLITE_BUSY without waiting at all.
+        session.command("BEGIN IMMEDIATE")
+        try:
+            outcomes = [job.run(session) for job in jobs]
+            session.command("COMMIT")
+        except BaseException:
+            if session.driver.in_transaction:
+                session.command("ROLLBACK")
+            raise
+        return outcomes
+
+
+def _in_one_transaction(
+    engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]
+) -> list[Any] | None:
     """Every job's outcome, committed together; None if any failed (all rolled back)."""
     try:
-        with engine.begin() as conn:
-            return [job.run(conn) for job in batch]
+        return _transaction(engine, sessions, batch)
     except Exception:
         # Which job failed, and whether the others would have succeeded alone, is
         # found by running each in its own transaction next.

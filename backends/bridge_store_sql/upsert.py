@@ -8,12 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-
-def dialect_insert(conn: sa.Connection, table: sa.Table) -> Any:
-    """The dialect's INSERT construct (the one with ``on_conflict_*``)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+from .statements import Session
 
 
 @functools.cache
@@ -25,7 +20,7 @@ def _insert_or_nothing(dialect: str, table: sa.Table) -> Any:
     return insert.on_conflict_do_nothing()
 
 
-def insert_if_absent(conn: sa.Connection, table: sa.Table, row: dict[str, Any]) -> bool:
+def insert_if_absent(conn: Session, table: sa.Table, row: dict[str, Any]) -> bool:
     """Insert ``row`` unless its primary key exists; True if it was inserted.
 
     One statement, and the database's uniqueness check decides: of several racing

@@ -1,0 +1,203 @@
+"""SQLite: one file, a writer thread and reader threads, statements sent by sqlite3.
+
+SQLAlchemy keeps the two connection pools (and the PRAGMAs each new connection gets)
+and runs alembic's migrations; every other unit of work gets a
+:class:`.statements.Session` over the pooled sqlite3 connection itself, on the worker
+thread that runs it (:mod:`.sqlite_threads`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import sqlalchemy as sa
+import sqlalchemy.exc as sa_exc
+from sqlalchemy.pool import QueuePool
+
+from bridge_store.errors import unavailable
+from bridge_store.substores import PoolStats
+
+from . import connections, errors
+from .engine import Database, SchemaWork, Work
+from .settings import SqliteSettings
+from .sqlite_threads import BatchingThreads, ClosedError, run_reads, run_writes
+from .statements import Bound, Compiler, Result, Session
+
+T = TypeVar("T")
+
+
+class SqliteSession(Session):
+    def __init__(self, compiler: Compiler, driver: sqlite3.Connection) -> None:
+        super().__init__(compiler)
+        self.driver = driver
+
+    def run(self, bound: Bound) -> Result:
+        try:
+            if bound.many:
+                cursor = self.driver.cursor().executemany(bound.sql, bound.args)
+                return Result([], cursor.rowcount)
+            # Through a cursor, not the connection's execute shortcut: tracing's
+            # sqlite3 instrumentation wraps the cursors of the connections it makes.
+            cursor = self.driver.cursor().execute(bound.sql, bound.args)
+            rows = cursor.fetchall() if cursor.description is not None else []
+            return Result(rows, cursor.rowcount)
+        except sqlite3.Error as error:
+            raise self.wrapped(error, bound.sql) from error
+
+    def command(self, sql: str) -> None:
+        """A statement without parameters or rows: BEGIN, COMMIT, ROLLBACK."""
+        try:
+            self.driver.execute(sql)
+        except sqlite3.Error as error:
+            raise self.wrapped(error, sql) from error
+
+    def wrapped(self, error: sqlite3.Error, sql: str) -> sa_exc.DBAPIError:
+        # SQLAlchemy's class for the driver's (IntegrityError, OperationalError...).
+        wrapped = sa_exc.DBAPIError.instance(
+            sql, None, error, sqlite3.Error, hide_parameters=True, dialect=self.dialect
+        )
+        assert isinstance(wrapped, sa_exc.DBAPIError)
+        return wrapped
+
+
+class SqliteDatabase(Database):
+    """One SQLite file: a writer thread and a pool of reader threads.
+
+    sqlite3 calls block, so they never run on the event loop; work goes to threads in
+    batches (:mod:`.sqlite_threads`). The single writer thread also serializes this
+    process's writes, which SQLite would serialize anyway; other processes queue on
+    the file lock.
+    """
+
+    dialect: Literal["sqlite", "postgresql"] = "sqlite"
+
+    def __init__(self, settings: SqliteSettings) -> None:
+        super().__init__(f"sqlite:///{settings.path}")
+        self.settings = settings
+        self._write_engine: sa.Engine | None = None
+        self._read_engine: sa.Engine | None = None
+        self._writer: BatchingThreads | None = None
+        self._readers: BatchingThreads | None = None
+
+    def _configure(self, engine: sa.Engine, *, writer: bool) -> None:
+        busy_timeout = self.settings.busy_timeout_ms
+
+        @sa.event.listens_for(engine, "connect")
+        def on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # Driver autocommit: the driver must not open transactions behind our
+            # back; writes BEGIN IMMEDIATE themselves (below), reads need none.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA busy_timeout = {busy_timeout}")
+            connections.enable_wal(cursor, busy_timeout)
+            # In WAL mode NORMAL survives a crash of the process; a power loss may roll
+            # back the last commits. FULL would fsync on every append.
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            if not writer:
+                cursor.execute("PRAGMA query_only = 1")
+            cursor.close()
+
+        if writer:
+
+            @sa.event.listens_for(engine, "begin")
+            def on_begin(conn: sa.Connection) -> None:
+                # Migrations too take the write lock up front (see sqlite_threads).
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    async def start(self) -> None:
+        path = self.settings.path
+        connections.prepare_sqlite_file(path)
+        url = sa.URL.create("sqlite+pysqlite", database=str(path))
+        # hide_parameters: SQLAlchemy puts a failed statement's parameters (whole
+        # documents, encryption keys included) into the exception's message, and logs
+        # them with the statement at INFO; both show "[SQL parameters hidden ...]".
+        # Pooled connections move between the pool's threads, never used by two at once.
+        # No reset on return: writes commit or roll back themselves and reads run
+        # outside transactions, so the pool's ROLLBACK would only cost a statement.
+        options: dict[str, Any] = {
+            "hide_parameters": True,
+            "max_overflow": 0,
+            "pool_reset_on_return": None,
+            "connect_args": {"check_same_thread": False},
+        }
+        readers = self.settings.read_pool_size
+        write_engine = sa.create_engine(url, pool_size=1, **options)
+        read_engine = sa.create_engine(url, pool_size=readers, **options)
+        self._configure(write_engine, writer=True)
+        self._configure(read_engine, writer=False)
+        self._write_engine, self._read_engine = write_engine, read_engine
+        sessions = functools.partial(SqliteSession, Compiler(write_engine.dialect))
+        self._writer = BatchingThreads(
+            "bridge-store-sqlite-writer", 1, functools.partial(run_writes, write_engine, sessions)
+        )
+        self._readers = BatchingThreads(
+            "bridge-store-sqlite-reader",
+            readers,
+            functools.partial(run_reads, read_engine, sessions),
+        )
+
+    async def close(self) -> None:
+        engines = [e for e in (self._read_engine, self._write_engine) if e is not None]
+        workers = [w for w in (self._readers, self._writer) if w is not None]
+        self._read_engine = self._write_engine = None
+        self._readers = self._writer = None
+
+        # Work already submitted finishes first: a write in flight commits or rolls
+        # back, it is never cut off.
+        for worker in workers:
+            await worker.close()
+
+        def dispose() -> None:
+            for engine in engines:
+                engine.dispose()
+
+        await asyncio.to_thread(dispose)
+
+    async def read(self, work: Work[T], *, what: str) -> T:
+        return await self._submit(self._readers, work, what)
+
+    def pool_stats(self) -> PoolStats | None:
+        engines = [e for e in (self._write_engine, self._read_engine) if e is not None]
+        if not engines:
+            return None
+        # Each worker thread holds one connection while it works; calls never wait in
+        # the pool but queue at the threads (sqlite_threads), so waits are not counted.
+        pools = [engine.pool for engine in engines if isinstance(engine.pool, QueuePool)]
+        return PoolStats(
+            size=sum(pool.size() for pool in pools),
+            in_use=sum(pool.checkedout() for pool in pools),
+        )
+
+    async def write(self, work: Work[T], *, what: str, atomic: bool, retry: bool) -> T:
+        # Every SQLite write is a transaction (BEGIN IMMEDIATE), atomic or not; a local
+        # file has no dead connections to retry.
+        return await self._submit(self._writer, work, what)
+
+    async def migrate(self, work: SchemaWork[T], *, what: str) -> T:
+        # BEGIN IMMEDIATE already keeps other processes' upgrades out until commit.
+        return await self._submit(self._writer, work, what, batchable=False, schema=True)
+
+    async def inspect(self, work: SchemaWork[T], *, what: str) -> T:
+        return await self._submit(self._readers, work, what, schema=True)
+
+    @staticmethod
+    async def _submit(
+        worker: BatchingThreads | None,
+        work: Callable[[Any], T],
+        what: str,
+        *,
+        batchable: bool = True,
+        schema: bool = False,
+    ) -> T:
+        if worker is None:
+            raise RuntimeError("the database is not started")
+        try:
+            return await worker.submit(work, batchable=batchable, schema=schema)
+        except ClosedError:
+            raise unavailable(f"{what}: the store is closing") from None
+        except Exception as error:
+            errors.reraise(error, what)
