@@ -16,6 +16,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "blob-memory": ("blob_memory", "peak RSS while a 64 MiB checkpoint goes in and out"),
     "scaling": ("scaling", "list pages at 1k vs 100k rows (1M events) per backend"),
     "e2e": ("e2e", "the real bridge: bridge-store vs its built-in store"),
+    "backend-limit": (
+        "backend_limit",
+        "the realistic mix's statements and commands sent by the drivers alone",
+    ),
     "sql-append": ("sql_append", "runEvents.append on SQLite and Postgres, round trips"),
     "sql-blobs": ("sql_blobs", "checkpoint blobs on SQL: time and Python memory"),
     "redis-events": ("redis_events", "Redis appends, tail reads and list pages, in process"),
