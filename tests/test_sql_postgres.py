@@ -215,7 +215,7 @@ async def test_every_connection_has_keepalives_within_the_backend_timeout(
     await backend.start(migrate=True)
 
     def socket_options(connection: Any) -> dict[int, int]:
-        raw = connection.connection.driver_connection  # the asyncpg connection
+        raw = connection.driver  # the asyncpg connection
         sock = raw._transport.get_extra_info("socket")
         wanted = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE)]
         wanted += [(socket.IPPROTO_TCP, option) for option in options.tcp_keepalive()]

@@ -224,7 +224,7 @@ class SqlRunEvents:
     async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
         postgres = self._db.dialect == "postgresql"
 
-        def work(conn: sa.Connection) -> int:
+        def work(conn: Session) -> int:
             # On Postgres the counter row, locked for the transaction, orders this
             # against racing appends; SQLite's writer is alone anyway.
             last = conn.execute(_LAST_SEQ_LOCKED if postgres else _LAST_SEQ, _run(tenant, run_id))

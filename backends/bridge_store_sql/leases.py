@@ -30,7 +30,9 @@ import sqlalchemy as sa
 from bridge_store.errors import unavailable
 
 from . import errors
-from .engine import Database, PostgresDatabase, SqliteDatabase
+from .engine import Database
+from .postgres import PostgresDatabase
+from .sqlite import SqliteDatabase
 
 
 def advisory_key(name: str) -> int:
