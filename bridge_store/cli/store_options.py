@@ -24,8 +24,9 @@ STORE_FLAG_ENV = {
 def add_store_arguments(parser: argparse.ArgumentParser, title: str = "storage") -> None:
     group = parser.add_argument_group(
         title,
-        "Store URLs: sqlite:///PATH, memory://, postgresql://..., redis://..., s3://BUCKET/PREFIX, "
-        "or any scheme an installed plugin serves. Each substore can go to its own URL. A flag "
+        "Store URLs: sqlite:///PATH, memory://, postgresql://..., redis://..., "
+        "redis+cluster://HOST:PORT,..., s3://BUCKET/PREFIX, or any scheme an installed plugin "
+        "serves. Each substore can go to its own URL. A flag "
         "not given is read from its environment variable.",
     )
     group.add_argument(
