@@ -1,5 +1,6 @@
 """``redis+cluster://`` start-up problems and outages, without a cluster: nothing
-listening, a node that never answers, a standalone Redis given as a cluster node."""
+listening, a node that never answers, a standalone Redis given as a cluster node; and
+every failure a cluster reports during a failover answers ``unavailable``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,20 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from redis.exceptions import (
+    ClusterDownError,
+    ClusterError,
+    MasterDownError,
+    MaxConnectionsError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
 from bench.services import free_port
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store_redis.errors import NotReplicated, redis_errors
 from tests.support.redis import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -61,3 +72,38 @@ async def test_a_standalone_redis_given_as_a_cluster_says_which_scheme_to_use(
         await backend.start(migrate=True)
     assert "\n" not in str(caught.value)
     await backend.close()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ClusterDownError("CLUSTERDOWN The cluster is down"),
+        MasterDownError("MASTERDOWN Link with MASTER is down"),
+        TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot"),
+        ClusterError("TTL exhausted."),
+        SlotNotCoveredError('Slot "42" is not covered by the cluster.'),
+        RedisClusterException("Redis Cluster cannot be connected. Please provide ..."),
+        RedisClusterException("All slots are not covered after query all startup_nodes."),
+        MaxConnectionsError("Too many connections"),
+        NotReplicated("a write reached 0 of the 1 replicas"),
+        TimeoutError(),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+async def test_cluster_failures_are_unavailable(error: Exception) -> None:
+    @redis_errors
+    async def call() -> None:
+        raise error
+
+    with pytest.raises(ConnectError) as caught:
+        await call()
+    assert caught.value.code == Code.UNAVAILABLE
+
+
+async def test_misuse_of_the_cluster_client_stays_a_bug() -> None:
+    @redis_errors
+    async def call() -> None:
+        raise RedisClusterException("No way to dispatch this command to Redis Cluster.")
+
+    with pytest.raises(RedisClusterException):
+        await call()
