@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the history viewer: a 10,000-event run's transcript, server and Chromium",
     ),
     "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
+    "retention": ("retention", "prune (dry run and real) and gc over a seeded store"),
 }
 
 
