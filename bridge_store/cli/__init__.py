@@ -3,9 +3,9 @@
 ``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
 current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
 generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
-``copy``, ``export`` and ``import`` (:mod:`.copy`, :mod:`.export`,
-:mod:`.import_archive`; what the commands moving history share is in
-:mod:`.transfer`), the history commands ``agents``, ``runs`` and ``transcript``
+``copy``, ``export``, ``import`` and ``import-local`` (:mod:`.copy`, :mod:`.export`,
+:mod:`.import_archive`, :mod:`.import_local`; what the commands moving history share
+is in :mod:`.transfer`), the history commands ``agents``, ``runs`` and ``transcript``
 (reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and ``config show``
 (:mod:`.config`); the storage flags they share are in :mod:`.store_options`, serve's
 config file in :mod:`.settings`.
@@ -36,6 +36,7 @@ from . import (
     export,
     gc,
     import_archive,
+    import_local,
     keys,
     prune,
     runs,
@@ -69,6 +70,7 @@ COMMANDS: dict[str, Command] = {
     "copy": copy,
     "export": export,
     "import": import_archive,
+    "import-local": import_local,
     "agents": agents,
     "runs": runs,
     "transcript": transcript,

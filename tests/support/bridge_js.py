@@ -86,6 +86,12 @@ class BridgeStoreClient:
     """
 
     def __init__(self, bridge_dir: Path, url: str, auth_token: str, workspace: str) -> None:
+        self._start(bridge_dir)
+        self._request(
+            {"op": "configure", "url": url, "authToken": auth_token, "workspace": workspace}
+        )
+
+    def _start(self, bridge_dir: Path) -> None:
         self._process = subprocess.Popen(
             [str(bridge_dir / "bin" / "node"), str(DRIVER), str(bridge_dir)],
             stdin=subprocess.PIPE,
@@ -103,9 +109,6 @@ class BridgeStoreClient:
         ]
         for reader in self._readers:
             reader.start()
-        self._request(
-            {"op": "configure", "url": url, "authToken": auth_token, "workspace": workspace}
-        )
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:
@@ -162,3 +165,17 @@ class BridgeStoreClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class LocalStoreClient(BridgeStoreClient):
+    """The SDK's own built-in store on files, as a bridge without a store server uses it.
+
+    ``store`` is the ``--local-store`` JSON: ``{"type": "sqlite", "stateRoot": DIR}``
+    (one workspace's store directory) or ``{"type": "jsonl", "rootDir": DIR}``. The
+    same ``store``/``platform`` calls as :class:`BridgeStoreClient`, on those files.
+    """
+
+    def __init__(self, bridge_dir: Path, store: dict[str, str], workspace: str) -> None:
+        self._start(bridge_dir)
+        request = {"op": "open-local", "kind": store["type"], "workspace": workspace}
+        self._request({**request, **{k: v for k, v in store.items() if k != "type"}})

@@ -15,6 +15,10 @@
 //
 // One JSON request a line on stdin, one JSON answer a line on stdout, in order:
 //   {"op": "configure", "url": ..., "authToken": ..., "workspace": ...}
+//   or, for the SDK's own built-in stores instead of the callback store:
+//   {"op": "open-local", "kind": "sqlite", "stateRoot": ..., "workspace": ...}
+//   {"op": "open-local", "kind": "jsonl", "rootDir": ..., "workspace": ...}
+//     (dist/esm/sqlite.js: SqliteLocalAgentStore; index.js: JsonlLocalAgentStore)
 //   {"op": "store", "substore": ..., "method": ..., "input": {...}}
 //   {"op": "platform", "object": "store" | "checkpointStore", "method": ..., "args": [...]}
 // Bytes cross this pipe as base64 under "bytes" keys (see toBridge / fromBridge); the
@@ -73,6 +77,21 @@ async function handle(request) {
     case "configure":
       config.setBridgeStoreCallbackConfig({ url: request.url, authToken: request.authToken });
       store = callbackStore.createCallbackLocalAgentStore();
+      platform = await sdk.createAgentPlatform({
+        localStore: store,
+        workspaceRef: request.workspace,
+      });
+      return null;
+    case "open-local":
+      store =
+        request.kind === "sqlite"
+          ? await (
+              await load("node_modules", "@cursor", "sdk", "dist", "esm", "sqlite.js")
+            ).SqliteLocalAgentStore.open({
+              workspaceRef: request.workspace,
+              stateRoot: request.stateRoot,
+            })
+          : new sdk.JsonlLocalAgentStore(request.rootDir);
       platform = await sdk.createAgentPlatform({
         localStore: store,
         workspaceRef: request.workspace,

@@ -1,0 +1,161 @@
+"""``bridge-store import-local``: bring the history a bridge kept in its own stores.
+
+Reads the bridge's built-in SQLite stores (every workspace under
+``~/.cursor/projects``, or those under ``--from``) and JSONL stores (``--jsonl``) in
+place and read-only (:mod:`bridge_store.lifecycle.builtin_sqlite`,
+:mod:`~bridge_store.lifecycle.builtin_jsonl`), and writes what they hold into a
+store through a :class:`~bridge_store.lifecycle.sink.StoreSink`: an item already
+there identically is skipped, so importing again imports nothing new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from ..auth import DEFAULT_TENANT, check_tenant
+from ..encryption import KEY_FILE_ENV, load_keyring
+from ..errors import BackendUnreachable, Code, ConfigurationError, ConnectError
+from ..lifecycle.builtin_jsonl import JsonlStore
+from ..lifecycle.builtin_sqlite import default_root, stores_of
+from ..lifecycle.items import Item
+from ..lifecycle.sink import StoreSink
+from ..lifecycle.tally import Outcome, Tally
+from ..plugins import get_plugin_manager
+from ..sealed_stores import seal_stores
+from ..stores import resolve
+from .store_options import add_store_arguments, routes_from
+
+#: Exit status when items the store holds differ from the imported ones (left alone).
+EXIT_DIFFERENT = 1
+
+
+class BuiltinStore(Protocol):
+    def items(self, tenant: str) -> Iterator[Item]: ...
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "import-local",
+        help="import the history a bridge kept in its own SQLite or JSONL store",
+        description=(
+            "Import the agents, runs, run events and checkpoint blobs a bridge kept before it "
+            "was pointed at bridge-store: its default SQLite stores (every workspace under "
+            "~/.cursor/projects, or under --from) and its JSONL stores (--jsonl). They are "
+            "read in place, read-only, also while a bridge uses them. Importing again "
+            "imports nothing new; an item the store holds differently is reported and left "
+            "alone (exit status 1) unless --overwrite."
+        ),
+    )
+    add_store_arguments(parser, "the store to import into")
+    parser.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help=(
+            "a built-in SQLite store, or a directory to find them in (a home, .cursor or "
+            "projects directory); repeatable (default: ~/.cursor/projects unless --jsonl)"
+        ),
+    )
+    parser.add_argument(
+        "--jsonl",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help='a JSONL store: the rootDir of --local-store \'{"type":"jsonl",...}\'; repeatable',
+    )
+    parser.add_argument(
+        "--tenant",
+        type=_tenant,
+        default=DEFAULT_TENANT,
+        help=f"the tenant the history goes to (default: {DEFAULT_TENANT})",
+    )
+    parser.add_argument(
+        "--encryption-key-file",
+        metavar="PATH",
+        help=f"the key file serve uses for the store, to seal secrets (env {KEY_FILE_ENV})",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace items the store holds differently (and rewrite differing event logs)",
+    )
+
+
+def _tenant(text: str) -> str:
+    try:
+        return check_tenant(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def builtin_stores(sources: list[Path] | None, jsonl: list[Path] | None) -> list[BuiltinStore]:
+    """The stores to import: SQLite ones found under ``sources`` (the bridge's default
+    place when neither is given), then the JSONL ones."""
+    roots = sources if sources is not None else ([] if jsonl else [default_root()])
+    found: list[BuiltinStore] = []
+    for root in roots:
+        stores = stores_of([root])
+        if not stores:
+            raise ConfigurationError(
+                f"no built-in store (an sdk-agent-store with an index.db) under {root}: "
+                "name one with --from DIR, or a JSONL store with --jsonl DIR"
+            )
+        found += stores
+    for directory in jsonl or []:
+        store = JsonlStore(directory)
+        if not store.exists():
+            raise ConfigurationError(
+                f"{directory} holds no JSONL store (agents.ndjson, runs.ndjson): name the "
+                "rootDir the bridge was given"
+            )
+        found.append(store)
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    stores = builtin_stores(args.sources, args.jsonl)
+    return asyncio.run(_import(args, stores))
+
+
+async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
+    key_file = args.encryption_key_file or os.environ.get(KEY_FILE_ENV)
+    keyring = load_keyring(Path(key_file)) if key_file else None
+    started = await resolve(get_plugin_manager(), routes_from(args)).start(migrate=True)
+    sink = StoreSink(seal_stores(started.stores, keyring), overwrite=args.overwrite)
+    try:
+        for store in stores:
+            before = sink.tally.total(Outcome.CREATED)
+            for item in store.items(args.tenant):
+                await sink.write(item)
+            created = sink.tally.total(Outcome.CREATED) - before
+            print(f"{store}: {created} items imported", file=sys.stderr)
+    except ConnectError as error:
+        if error.code == Code.UNAVAILABLE:
+            raise BackendUnreachable(
+                f"import-local stopped: {error.message}; run it again to resume"
+            ) from None
+        # The store refused an item (a source log with a gap, say): not an outage.
+        raise ConfigurationError(f"import-local stopped: {error.message}") from None
+    finally:
+        await started.close()
+    return report(sink.tally)
+
+
+def report(tally: Tally) -> int:
+    """Print what was imported and the differences; the exit status they call for."""
+    print(
+        f"imported {tally.total(Outcome.CREATED)}, already present {tally.total(Outcome.SAME)}, "
+        f"different {tally.total(Outcome.DIFFERENT)}, replaced {tally.total(Outcome.REPLACED)}"
+        f" ({tally.summary()})"
+    )
+    for line in tally.differences:
+        print(line)
+    return EXIT_DIFFERENT if tally.total(Outcome.DIFFERENT) else 0

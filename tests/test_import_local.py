@@ -1,0 +1,203 @@
+"""``bridge-store import-local``: the bridge's own stores, imported, read by the bridge.
+
+Histories are written by the real bridge offline into its default SQLite store and
+into a JSONL store (``tests/support/builtin_history.py``), with a finished run and a
+checkpoint blob written by the SDK's own store classes. The sources' documents are
+checked against what the SDK's own store classes read from the same files; the
+import goes into every durable kind of store, and a bridge on bridge-store then shows
+the same agents, runs and observed events as a bridge on its own store showed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.cursor_api import CursorApiStub
+from bridge_store.cli import main
+from bridge_store.client import launch_bridge
+from bridge_store.lifecycle.builtin_jsonl import JsonlStore
+from bridge_store.lifecycle.builtin_sqlite import SqliteStore
+from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, RunItem
+from tests.support.builtin_history import (
+    CHECKPOINT,
+    History,
+    make_history,
+    sdk_documents,
+    sdk_view,
+)
+from tests.support.sdk_versions import BRIDGE_OVERRIDES
+from tests.support.server import serve
+from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
+
+pytestmark = [pytest.mark.bridge, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def the_installed_bridge() -> Iterator[None]:
+    """The bridge under test is the installed cursor-sdk's, whatever the environment says."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in BRIDGE_OVERRIDES:
+            patch.delenv(name, raising=False)
+        yield
+
+
+@pytest.fixture(scope="module")
+def sqlite_history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    return make_history(tmp_path_factory.mktemp("sqlite"), None)
+
+
+@pytest.fixture(scope="module")
+def jsonl_history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    root = tmp_path_factory.mktemp("jsonl")
+    return make_history(root, {"type": "jsonl", "rootDir": str(root / "store")})
+
+
+async def read_blob(item: BlobItem) -> bytes | None:
+    return await item.read()
+
+
+def documents(items: Iterator[Item]) -> dict[str, Any]:
+    """Items gathered as :func:`sdk_documents` gathers the SDK's reading."""
+    read: dict[str, Any] = {"agents": [], "runs": [], "events": {}, "blobs": {}}
+    for item in items:
+        assert item.tenant == "team"
+        if isinstance(item, AgentItem):
+            read["agents"].append(item.document)
+            read["blobs"][item.document["agentId"]] = {}
+        elif isinstance(item, RunItem):
+            read["runs"].append(item.document)
+        elif isinstance(item, EventsItem):
+            read["events"].setdefault(item.run_id, []).extend(item.events)
+        elif isinstance(item, BlobItem):
+            read["blobs"][item.agent_id][item.blob_id] = asyncio.run(read_blob(item))
+    return read
+
+
+def by_id(documents: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    return {document[key]: document for document in documents}
+
+
+def fingerprint(directory: Path) -> dict[str, str]:
+    """Each store file's digest: what reading must leave as it was.
+
+    Not the ``-shm`` index and empty ``-wal`` files, which any SQLite reader of a WAL
+    database may create (the bridge's own readers too); they hold no rows.
+    """
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and not path.name.endswith("-shm") and path.stat().st_size
+    }
+
+
+def test_sqlite_rows_read_as_the_sdk_reads_them(sqlite_history: History, tmp_path: Path) -> None:
+    stores = sqlite_history.sqlite_stores()
+    assert len(stores) == 2  # one per workspace
+    for directory in stores:
+        before = fingerprint(directory)
+        ours = documents(SqliteStore(directory).items("team"))
+        assert fingerprint(directory) == before  # read in place, changed nothing
+        assert ours["agents"], directory
+        # The SDK's own class opens its files for writing: give it a copy of them all.
+        copy = tmp_path / directory.name
+        shutil.copytree(directory, copy)
+        workspace = ours["agents"][0]["cwd"]
+        sdk = sdk_documents(sqlite_history, {"type": "sqlite", "stateRoot": str(copy)}, workspace)
+        assert by_id(ours["agents"], "agentId") == by_id(sdk["agents"], "agentId")
+        assert ours["events"] == {run: events for run, events in sdk["events"].items() if events}
+        assert ours["blobs"] == sdk["blobs"]
+        sdk_runs = by_id(sdk["runs"], "runId")
+        for run in ours["runs"]:
+            # A failed run's file row keeps no end time, which the SDK's class reads as
+            # null; over CallStore (and in its JSONL store) the bridge sends the time
+            # it failed, its last update. The import writes what the bridge sends.
+            if run["status"] == "error":
+                assert sdk_runs[run["runId"]]["endedAt"] is None
+                assert run["endedAt"] == run["updatedAt"]
+                run = {**run, "endedAt": None}
+            assert run == sdk_runs.pop(run["runId"])
+        assert not sdk_runs
+    workspace, agent_id, blob_id = sqlite_history.blob
+    assert blob_id == hashlib.sha256(CHECKPOINT).hexdigest()
+    (directory,) = [d for d in stores if (d / "agents").is_dir()]
+    assert documents(SqliteStore(directory).items("team"))["blobs"][agent_id] == {
+        blob_id: CHECKPOINT
+    }
+
+
+def test_jsonl_lines_read_as_the_sdk_reads_them(jsonl_history: History) -> None:
+    assert jsonl_history.local_store is not None
+    directory = Path(jsonl_history.local_store["rootDir"])
+    before = fingerprint(directory)
+    ours = documents(JsonlStore(directory).items("team"))
+    assert fingerprint(directory) == before
+    sdk = sdk_documents(jsonl_history, jsonl_history.local_store, str(jsonl_history.workspaces[0]))
+    assert by_id(ours["agents"], "agentId") == by_id(sdk["agents"], "agentId")
+    assert by_id(ours["runs"], "runId") == by_id(sdk["runs"], "runId")
+    assert ours["events"] == {run: events for run, events in sdk["events"].items() if events}
+    assert ours["blobs"] == sdk["blobs"]
+    # A failed run's end: the same as the bridge's SQLite store gives after conversion.
+    failed = [run for run in ours["runs"] if run["status"] == "error"]
+    assert failed
+    assert all(run["endedAt"] == run["updatedAt"] for run in failed)
+    _, agent_id, blob_id = jsonl_history.blob
+    assert ours["blobs"][agent_id] == {blob_id: CHECKPOINT}
+
+
+def import_local(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main(["import-local", *args])
+    return status, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", DURABLE_STORE_KINDS)
+def test_imported_history_reads_the_same_through_the_bridge(
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    sqlite_history: History,
+    jsonl_history: History,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store_args = serve_arguments(kind, request, tmp_path)
+    assert jsonl_history.local_store is not None
+    jsonl_dir = jsonl_history.local_store["rootDir"]
+    # The default place: every workspace under ~/.cursor/projects.
+    monkeypatch.setenv("HOME", str(sqlite_history.home))
+    status, out = import_local(*store_args, capsys=capsys)
+    assert status == 0, out
+    status, out = import_local(*store_args, "--jsonl", jsonl_dir, capsys=capsys)
+    assert status == 0, out
+    imported = int(out.split()[1].rstrip(","))
+    assert imported > 0
+    # Importing again imports nothing new.
+    status, out = import_local(
+        *store_args, "--from", str(sqlite_history.home), "--jsonl", jsonl_dir, capsys=capsys
+    )
+    assert status == 0, out
+    assert out.startswith("imported 0, already present ")
+    assert ", different 0," in out
+
+    with serve(*store_args) as server, CursorApiStub() as api:
+        env = {"CURSOR_BACKEND_URL": api.url, "HOME": str(tmp_path / "home")}
+        for workspace in sqlite_history.workspaces + jsonl_history.workspaces:
+            with (
+                launch_bridge(server.url, server.token, workspace=workspace, env=env) as bridge,
+                bridge.client() as client,
+            ):
+                seen = sdk_view(client, workspace)
+            history = sqlite_history if workspace in sqlite_history.workspaces else jsonl_history
+            assert len(seen["agents"]) >= 3
+            assert any(len(events) >= 5 for events in seen["events"].values())
+            assert seen == history.views[str(workspace)]
+        for history in (sqlite_history, jsonl_history):
+            _, agent_id, blob_id = history.blob
+            stored = server.call("checkpoints", "get", {"agentId": agent_id, "blobId": blob_id})
+            assert stored["found"]
