@@ -28,6 +28,8 @@ from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, 
 from tests.support.builtin_history import (
     CHECKPOINT,
     History,
+    agent_options,
+    builtin_bridge,
     make_history,
     sdk_documents,
     sdk_view,
@@ -66,17 +68,25 @@ async def read_blob(item: BlobItem) -> bytes | None:
 def documents(items: Iterator[Item]) -> dict[str, Any]:
     """Items gathered as :func:`sdk_documents` gathers the SDK's reading."""
     read: dict[str, Any] = {"agents": [], "runs": [], "events": {}, "blobs": {}}
+    run_agents: dict[str, str] = {}
+    done: set[str] = set()  # agents already read: their history must come before them
     for item in items:
         assert item.tenant == "team"
         if isinstance(item, AgentItem):
             read["agents"].append(item.document)
-            read["blobs"][item.document["agentId"]] = {}
+            read["blobs"].setdefault(item.document["agentId"], {})
+            done.add(item.document["agentId"])
         elif isinstance(item, RunItem):
+            assert item.document["agentId"] not in done
+            run_agents[item.document["runId"]] = item.document["agentId"]
             read["runs"].append(item.document)
         elif isinstance(item, EventsItem):
+            assert run_agents[item.run_id] not in done
             read["events"].setdefault(item.run_id, []).extend(item.events)
         elif isinstance(item, BlobItem):
-            read["blobs"][item.agent_id][item.blob_id] = asyncio.run(read_blob(item))
+            assert item.agent_id not in done
+            blobs = read["blobs"].setdefault(item.agent_id, {})
+            blobs[item.blob_id] = asyncio.run(read_blob(item))
     return read
 
 
@@ -201,3 +211,46 @@ def test_imported_history_reads_the_same_through_the_bridge(
             _, agent_id, blob_id = history.blob
             stored = server.call("checkpoints", "get", {"agentId": agent_id, "blobId": blob_id})
             assert stored["found"]
+
+
+def test_import_beside_a_running_bridge_then_again_after_it_wrote_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bridge keeps its store open (rows in the WAL) and goes on writing during and
+    after an import; a second import brings only what is new."""
+    history = History(
+        root=tmp_path, home=tmp_path / "home", workspaces=[tmp_path / "ws"], local_store=None
+    )
+    history.home.mkdir()
+    (workspace,) = history.workspaces
+    workspace.mkdir()
+    target = ["--store", f"sqlite:///{tmp_path / 'store.db'}"]
+    source = ["--from", str(history.home)]
+    with (
+        CursorApiStub() as api,
+        builtin_bridge(history, workspace, api) as bridge,
+        bridge.client() as client,
+    ):
+        agent = client.agents.create(agent_options(workspace, None), name="busy")
+        agent.send("hello").wait()
+        (directory,) = history.sqlite_stores()
+        assert (directory / "index.db-wal").stat().st_size > 0  # the rows are in the WAL
+        status, out = import_local(*target, *source, capsys=capsys)
+        assert (status, out.splitlines()[0]) == (
+            0,
+            "imported 5, already present 0, different 0, replaced 0",
+        )  # the agent, its run and the run's 3 events
+        # Not locked out: the bridge writes on, and the next import brings the new run;
+        # the agent changed meanwhile, so it differs until --overwrite replaces it.
+        agent.send("again").wait()
+        status, out = import_local(*target, *source, capsys=capsys)
+        assert (status, out.splitlines()[0]) == (
+            1,
+            "imported 4, already present 4, different 1, replaced 0",
+        )
+        assert f"agent {agent.agent_id} of tenant default differs" in out
+        status, out = import_local(*target, *source, "--overwrite", capsys=capsys)
+        assert (status, out.splitlines()[0]) == (
+            0,
+            "imported 0, already present 8, different 0, replaced 1",
+        )

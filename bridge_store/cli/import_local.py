@@ -12,27 +12,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 from ..auth import DEFAULT_TENANT, check_tenant
-from ..encryption import KEY_FILE_ENV, load_keyring
-from ..errors import BackendUnreachable, Code, ConfigurationError, ConnectError
+from ..errors import Code, ConfigurationError, ConnectError
 from ..lifecycle.builtin_jsonl import JsonlStore
 from ..lifecycle.builtin_sqlite import default_root, stores_of
-from ..lifecycle.items import Item
+from ..lifecycle.items import AgentItem, Item
+from ..lifecycle.progress import Meter
 from ..lifecycle.sink import StoreSink
 from ..lifecycle.tally import Outcome, Tally
-from ..plugins import get_plugin_manager
-from ..sealed_stores import seal_stores
-from ..stores import resolve
-from .store_options import add_store_arguments, routes_from
-
-#: Exit status when items the store holds differ from the imported ones (left alone).
-EXIT_DIFFERENT = 1
+from .transfer import add_store_argument, opened, report, routes_of, stopped
 
 
 class BuiltinStore(Protocol):
@@ -52,7 +44,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "alone (exit status 1) unless --overwrite."
         ),
     )
-    add_store_arguments(parser, "the store to import into")
+    add_store_argument(parser, "the store to import into")
     parser.add_argument(
         "--from",
         dest="sources",
@@ -76,11 +68,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_tenant,
         default=DEFAULT_TENANT,
         help=f"the tenant the history goes to (default: {DEFAULT_TENANT})",
-    )
-    parser.add_argument(
-        "--encryption-key-file",
-        metavar="PATH",
-        help=f"the key file serve uses for the store, to seal secrets (env {KEY_FILE_ENV})",
     )
     parser.add_argument(
         "--overwrite",
@@ -126,36 +113,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
-    key_file = args.encryption_key_file or os.environ.get(KEY_FILE_ENV)
-    keyring = load_keyring(Path(key_file)) if key_file else None
-    started = await resolve(get_plugin_manager(), routes_from(args)).start(migrate=True)
-    sink = StoreSink(seal_stores(started.stores, keyring), overwrite=args.overwrite)
-    try:
-        for store in stores:
-            before = sink.tally.total(Outcome.CREATED)
-            for item in store.items(args.tenant):
-                await sink.write(item)
-            created = sink.tally.total(Outcome.CREATED) - before
-            print(f"{store}: {created} items imported", file=sys.stderr)
-    except ConnectError as error:
-        if error.code == Code.UNAVAILABLE:
-            raise BackendUnreachable(
-                f"import-local stopped: {error.message}; run it again to resume"
-            ) from None
-        # The store refused an item (a source log with a gap, say): not an outage.
-        raise ConfigurationError(f"import-local stopped: {error.message}") from None
-    finally:
-        await started.close()
-    return report(sink.tally)
-
-
-def report(tally: Tally) -> int:
-    """Print what was imported and the differences; the exit status they call for."""
+    routes, key_file = routes_of(args, None)
+    async with opened(routes, key_file, migrate=True) as target:
+        meter = Meter(Tally(), verb="imported")
+        sink = StoreSink(target, overwrite=args.overwrite, tally=meter.tally)
+        try:
+            async with meter.showing():
+                for store in stores:
+                    for item in store.items(args.tenant):
+                        await sink.write(item)
+                        if isinstance(item, AgentItem):
+                            meter.agent_done()
+        except ConnectError as error:
+            if error.code == Code.UNAVAILABLE:
+                raise stopped("import-local", error) from error
+            # The store refused an item (a source log with a gap, say): not an outage.
+            raise ConfigurationError(f"import-local stopped: {error.message}") from None
+    tally = meter.tally
     print(
         f"imported {tally.total(Outcome.CREATED)}, already present {tally.total(Outcome.SAME)}, "
         f"different {tally.total(Outcome.DIFFERENT)}, replaced {tally.total(Outcome.REPLACED)}"
-        f" ({tally.summary()})"
     )
-    for line in tally.differences:
-        print(line)
-    return EXIT_DIFFERENT if tally.total(Outcome.DIFFERENT) else 0
+    print(meter.summary())
+    return report(tally)

@@ -139,7 +139,7 @@ class JsonlStore:
             raise UnreadableStore(self.directory / name, error.strerror or str(error)) from None
 
     def items(self, tenant: str) -> Iterator[Item]:
-        """Every agent with its runs, their events and its blobs, as items of ``tenant``."""
+        """Every agent's runs, their events, its blobs, then the agent, as items of ``tenant``."""
         with contextlib.ExitStack() as stack:
             # Every file is opened first: the snapshot is of one moment, near enough.
             files = {name: self._open(name, stack) for name in (AGENTS_FILE, RUNS_FILE)}
@@ -150,15 +150,14 @@ class JsonlStore:
             events = stack.enter_context(contextlib.closing(self._spill(events_file, stack)))
             blobs = self._blob_lines(checkpoints_file)
             for agent in agents:
-                yield AgentItem(tenant, agent)
                 for run in runs.get(agent["agentId"], []):
                     yield RunItem(tenant, run)
                     yield from _events(events, tenant, run["runId"])
-                if checkpoints_file is None:
-                    continue
-                for blob_id, (start, length) in blobs.get(agent["agentId"], {}).items():
-                    read = self._reader(checkpoints_file, start, length)
-                    yield BlobItem(tenant, agent["agentId"], blob_id, read)
+                if checkpoints_file is not None:
+                    for blob_id, (start, length) in blobs.get(agent["agentId"], {}).items():
+                        read = self._reader(checkpoints_file, start, length)
+                        yield BlobItem(tenant, agent["agentId"], blob_id, read)
+                yield AgentItem(tenant, agent)  # last, as in builtin_sqlite
 
     def _documents(
         self, name: str, file: IO[bytes] | None, valid: Callable[[Document], bool]

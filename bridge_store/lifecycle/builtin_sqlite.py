@@ -107,7 +107,7 @@ class SqliteStore:
         return str(self.directory)
 
     def items(self, tenant: str) -> Iterator[Item]:
-        """Every agent with its runs, their events and its blobs, as items of ``tenant``."""
+        """Every agent's runs, their events, its blobs, then the agent, as items of ``tenant``."""
         with contextlib.closing(connect(self.index)) as index:
             try:
                 if not _has_tables(index, "agents", "runs", "run_events"):
@@ -120,7 +120,6 @@ class SqliteStore:
 
     def _agent(self, index: sqlite3.Connection, tenant: str, row: sqlite3.Row) -> Iterator[Item]:
         agent = agent_document(dict(row))
-        yield AgentItem(tenant, agent)
         runs = _pages(
             index, "SELECT * FROM runs WHERE agent_id = ?", "turn_number", (agent["agentId"],)
         )
@@ -131,6 +130,9 @@ class SqliteStore:
         blobs = agent_directory(self.directory, agent["agentId"]) / "store.db"
         if blobs.is_file():
             yield from _blobs(blobs, tenant, agent["agentId"])
+        # Last, as copy writes it: a bridge on the target lists the agent only once its
+        # history is there, also when an import is interrupted.
+        yield AgentItem(tenant, agent)
 
 
 def _has_tables(connection: sqlite3.Connection, *names: str) -> bool:
