@@ -198,3 +198,35 @@ def test_serve_retain_prunes_in_the_background_on_a_fleet(
     assert "retention pass: pruned 3 agents not updated for 90d" in logged
     # The audit log names retention as the deleter.
     assert '"token": "retention"' in logged or '\\"token\\": \\"retention\\"' in logged
+
+
+async def test_a_pass_is_bounded_and_stopping_cancels_it_and_releases_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened = await resolve(get_plugin_manager(), Routes.single("memory://")).start(migrate=True)
+    await seed(opened.stores)
+    backend = opened.backends[0]
+    stuck = asyncio.Event()
+
+    async def hangs(*args: object, **kwargs: object) -> list[object]:
+        stuck.set()
+        await asyncio.Event().wait()  # a backend that never answers
+        return []
+
+    monkeypatch.setattr(opened.stores.agents, "list", hangs)
+    # Bounded: a pass never outlasts the interval.
+    short = Retention(opened.stores, backend, RetentionSettings(NINETY_DAYS, 0.3), holder="a")
+    started = time.monotonic()
+    assert await short.run_pass() == "failed"
+    assert 0.3 <= time.monotonic() - started < 5
+    assert await backend.acquire_lease(LEASE_NAME, "b", 60) is True
+    await backend.release_lease(LEASE_NAME, "b")
+    # Cancellable: stopping the server stops a pass under way and frees the lease.
+    stuck.clear()
+    retention = Retention(opened.stores, backend, RetentionSettings(NINETY_DAYS, 1.0), holder="a")
+    retention.start()
+    await asyncio.wait_for(stuck.wait(), 5)
+    assert await backend.acquire_lease(LEASE_NAME, "b", 60) is False
+    await asyncio.wait_for(retention.stop(), 5)
+    assert await backend.acquire_lease(LEASE_NAME, "b", 60) is True
+    await opened.close()
