@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 
 from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store_redis.backend import RedisBackend
 from bridge_store_redis.settings import parse_url
 from tests.support.redis import store_client
 from tests.support.redis_cluster import MakeClusterUrl, RedisCluster
@@ -75,3 +77,20 @@ async def test_wait_replicas_sends_wait_after_each_write_and_not_after_reads(
         await client.call("runs", "list", {})
         await client.call("runEvents", "list", {"runId": "run-1"})
         assert waits() - before == 10
+
+
+async def test_pool_figures_count_every_node(make_cluster_url: MakeClusterUrl) -> None:
+    backend = open_backend(get_plugin_manager(), make_cluster_url(max_connections="7"))
+    assert isinstance(backend, RedisBackend)
+    await backend.start(migrate=True)
+    try:
+        assert backend.run_events is not None
+        await backend.run_events.append(
+            "default", {"runId": "r", "eventType": "t", "idempotencyKey": None, "payload": None}
+        )
+        stats = backend.pool_stats()
+        # Seven connections for each of the three primaries (the nodes the client
+        # talks to: it reads nothing from replicas); none is checked out between calls.
+        assert (stats.size, stats.in_use) == (21, 0)
+    finally:
+        await backend.close()
