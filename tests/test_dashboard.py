@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bridge_store.app import METRICS_PATH, create_app
 from bridge_store.config import ServerConfig
+from bridge_store.lifecycle.retain import RetentionSettings
 from bridge_store.stores import Routes
 from tests.support.inprocess import running
 
@@ -25,9 +26,13 @@ METRIC = re.compile(r"\b((?:bridge_store|process)_[a-z_]+)\b")
 def exported_names(tmp_path: Path) -> set[str]:
     """Every series name the app can export: sample names and, for families that have
     no sample yet, the names their samples will take."""
-    app = create_app(
-        ServerConfig(routes=Routes.single(f"sqlite:///{tmp_path / 'store.db'}"), auth_token=TOKEN)
+    # With --retain, whose series exist only then (its first pass is minutes away).
+    config = ServerConfig(
+        routes=Routes.single(f"sqlite:///{tmp_path / 'store.db'}"),
+        auth_token=TOKEN,
+        retain=RetentionSettings(older_than=90 * 86_400.0),
     )
+    app = create_app(config)
     with running(app) as base_url:
         text = httpx.get(base_url + METRICS_PATH, headers={"authorization": f"Bearer {TOKEN}"}).text
     names: set[str] = set()
