@@ -14,6 +14,7 @@ import pytest
 
 from bridge_store.cli import main, parse_args
 from bridge_store.cli.store_options import routes_from
+from bridge_store.errors import ConnectError
 from bridge_store.lifecycle.durations import describe_age, parse_age
 from bridge_store.lifecycle.prune import PruneCriteria, prune
 from bridge_store.plugins import get_plugin_manager
@@ -211,3 +212,38 @@ def test_prune_needs_an_age(capsys: pytest.CaptureFixture[str]) -> None:
 
 def _memory() -> Routes:
     return Routes.single("memory://")
+
+
+async def test_a_prune_interrupted_at_any_step_is_finished_by_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bridge_store.errors import unavailable
+    from bridge_store.lifecycle.gc import collect_garbage
+
+    cutoff = int(time.time() * 1000) - 90 * DAY_MS
+    for step in ("run_events", "runs", "checkpoints", "agents"):
+        opened = await open_stores(get_plugin_manager(), _memory(), migrate=True)
+        stores = opened.stores
+        await add_agent(
+            stores, "default", "old", age_days=200, runs=("finished",), blobs={"b": b"x"}
+        )
+        substore = getattr(stores, step)
+        real_delete = substore.delete
+
+        async def outage(*args: Any) -> None:
+            raise unavailable("the backend went away")
+
+        monkeypatch.setattr(substore, "delete", outage)
+        with pytest.raises(ConnectError):
+            await prune(stores, PruneCriteria(cutoff), principal_name="test")
+        # The agent row goes last, so it is still there for the next prune to find.
+        assert await agent_ids(stores) == {"old"}
+        monkeypatch.setattr(substore, "delete", real_delete)
+        report = await prune(stores, PruneCriteria(cutoff), principal_name="test")
+        assert [agent.agent_id for agent in report.agents] == ["old"]
+        assert await agent_ids(stores) == set()
+        assert await holdings(stores, "default", "old") == (0, 0, 0)
+        assert await event_count(stores, "default", "old-run-1") == 0
+        # Nothing was left for gc.
+        assert (await collect_garbage(stores)).tenants == []
+        await opened.close()
