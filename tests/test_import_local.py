@@ -11,8 +11,10 @@ the same agents, runs and observed events as a bridge on its own store showed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,14 @@ import pytest
 from bench.cursor_api import CursorApiStub
 from bridge_store.cli import main
 from bridge_store.client import launch_bridge
+from bridge_store.encryption import is_sealed_blob, is_sealed_metadata, load_keyring
+from bridge_store.errors import EXIT_CONFIGURATION
 from bridge_store.lifecycle.builtin_jsonl import JsonlStore
 from bridge_store.lifecycle.builtin_sqlite import SqliteStore
 from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, RunItem
+from bridge_store.plugins import get_plugin_manager
+from bridge_store.sealed_stores import seal_stores
+from bridge_store.stores import Routes, resolve
 from tests.support.builtin_history import (
     CHECKPOINT,
     History,
@@ -254,3 +261,129 @@ def test_import_beside_a_running_bridge_then_again_after_it_wrote_more(
             0,
             "imported 0, already present 8, different 0, replaced 1",
         )
+
+
+def test_older_sqlite_files_without_the_later_columns(
+    sqlite_history: History, tmp_path: Path
+) -> None:
+    """Files of older bridges lack columns added later; they read as null, as the SDK
+    (which adds them, empty, when it opens such a file) reads them."""
+    (directory,) = [d for d in sqlite_history.sqlite_stores() if (d / "agents").is_dir()]
+    older = tmp_path / "older"
+    shutil.copytree(directory, older)
+    with contextlib.closing(sqlite3.connect(older / "index.db")) as index:
+        index.execute("DROP INDEX IF EXISTS run_events_idempotency_key_idx")
+        for table, column in (
+            ("runs", "request_id"),
+            ("runs", "model_params_json"),
+            ("runs", "result"),
+            ("runs", "usage_json"),
+            ("run_events", "idempotency_key"),
+        ):
+            index.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    ours = documents(SqliteStore(older).items("team"))
+    assert all(run["requestId"] is None and run["usage"] is None for run in ours["runs"])
+    assert any(run["model"] == {"id": "composer-2"} for run in ours["runs"])
+    sdk_copy = tmp_path / "sdk"
+    shutil.copytree(older, sdk_copy)
+    sdk = sdk_documents(
+        sqlite_history, {"type": "sqlite", "stateRoot": str(sdk_copy)}, ours["agents"][0]["cwd"]
+    )
+    sdk_runs = by_id(sdk["runs"], "runId")
+    for run in ours["runs"]:
+        if run["status"] == "error":
+            run = {**run, "endedAt": None}  # as in test_sqlite_rows_read_as_the_sdk_reads_them
+        assert run == sdk_runs[run["runId"]]
+    assert ours["events"] == {run: events for run, events in sdk["events"].items() if events}
+
+
+def test_jsonl_last_line_unfinished_is_skipped_a_bad_line_before_it_is_refused(
+    jsonl_history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert jsonl_history.local_store is not None
+    source = Path(jsonl_history.local_store["rootDir"])
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(source, unfinished)
+    events = unfinished / "run_events.ndjson"
+    lines = events.read_bytes().splitlines(keepends=True)
+    # A write the bridge did not finish: half a line at the end, which it skips too.
+    events.write_bytes(b"".join(lines) + lines[0][: len(lines[0]) // 2])
+    assert documents(JsonlStore(unfinished).items("team")) == documents(
+        JsonlStore(source).items("team")
+    )
+    target = ["--store", f"sqlite:///{tmp_path / 'store.db'}"]
+    status, out = import_local(*target, "--jsonl", str(unfinished), capsys=capsys)
+    assert status == 0, out
+    # The same half line before the last one: the bridge cannot read the file either.
+    events.write_bytes(lines[0][: len(lines[0]) // 2] + b"\n" + b"".join(lines))
+    assert main(["import-local", *target, "--jsonl", str(unfinished)]) == EXIT_CONFIGURATION
+    assert capsys.readouterr().err == (
+        f"bridge-store: cannot import {events}: line 1 is not a record the bridge writes\n"
+    )
+
+
+def test_history_goes_to_the_tenant_named(
+    jsonl_history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert jsonl_history.local_store is not None
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    jsonl = ["--jsonl", jsonl_history.local_store["rootDir"]]
+    status, out = import_local("--store", url, *jsonl, "--tenant", "team-a", capsys=capsys)
+    assert status == 0, out
+    _, agent_id, _ = jsonl_history.blob
+
+    async def held(tenant: str) -> tuple[bool, bool]:
+        started = await resolve(get_plugin_manager(), Routes.single(url)).start(migrate=False)
+        try:
+            stores = started.stores
+            agent = await stores.agents.get(tenant, agent_id)
+            blobs = await stores.checkpoints.list(
+                tenant, agent_ids=[agent_id], blob_ids=None, after=None, limit=10
+            )
+            return agent is not None, bool(blobs)
+        finally:
+            await started.close()
+
+    assert asyncio.run(held("team-a")) == (True, True)
+    assert asyncio.run(held("default")) == (False, False)
+
+
+def test_secrets_are_sealed_with_the_store_key_file(
+    jsonl_history: History, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With serve's --encryption-key-file, sdkMetadata and blobs reach the backend sealed."""
+    assert jsonl_history.local_store is not None
+    keys = tmp_path / "store.keys"
+    assert main(["keys", "generate", "--encryption-key-file", str(keys)]) == 0
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    jsonl = ["--jsonl", jsonl_history.local_store["rootDir"]]
+    status, out = import_local(
+        "--store", url, *jsonl, "--encryption-key-file", str(keys), capsys=capsys
+    )
+    assert status == 0, out
+    _, agent_id, blob_id = jsonl_history.blob
+
+    async def stored() -> tuple[Any, bytes | None, Any, bytes | None]:
+        started = await resolve(get_plugin_manager(), Routes.single(url)).start(migrate=False)
+        try:
+            raw, sealed = started.stores, seal_stores(started.stores, load_keyring(keys))
+            raw_agent = await raw.agents.get("default", agent_id)
+            agent = await sealed.agents.get("default", agent_id)
+            assert raw_agent is not None
+            assert agent is not None
+            return (
+                raw_agent["sdkMetadata"],
+                await raw.checkpoints.get("default", agent_id, blob_id),
+                agent["sdkMetadata"],
+                await sealed.checkpoints.get("default", agent_id, blob_id),
+            )
+        finally:
+            await started.close()
+
+    raw_metadata, raw_blob, metadata, blob = asyncio.run(stored())
+    assert is_sealed_metadata(raw_metadata)
+    assert raw_blob is not None
+    assert is_sealed_blob(raw_blob)
+    assert blob == CHECKPOINT
+    source = documents(JsonlStore(Path(jsonl_history.local_store["rootDir"])).items("team"))
+    assert metadata == by_id(source["agents"], "agentId")[agent_id]["sdkMetadata"]
