@@ -14,9 +14,9 @@ from . import migrate as migrate_module
 from .agents import SqlAgents
 from .checkpoints import SqlCheckpoints
 from .engine import Database
-from .events import SqlRunEvents
 from .leases import SqlLeases
 from .runs import SqlRuns
+from .search import SearchableRunEvents
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,8 @@ class SqlBackend:
         self.db = db
         self.agents = SqlAgents(db)
         self.runs = SqlRuns(db)
-        self.run_events = SqlRunEvents(db)
+        # The run events, with the viewer's full-text index lookups (search.py).
+        self.run_events = SearchableRunEvents(db)
         self.checkpoints = SqlCheckpoints(db)
         self._head: str | None = None
         self._leases = SqlLeases(db)

@@ -102,3 +102,20 @@ checkpoint_blobs = sa.Table(
     # List order is (blob_id, agent_id).
     sa.Index("ix_checkpoint_blobs_order", "tenant", "blob_id", "agent_id"),
 )
+
+#: Full-text search (revision 0003, read by ``search.py``) is kept current by the
+#: database itself, not written through ``metadata``: on SQLite these tables (two FTS5
+#: tables with their shadow tables, and the id maps behind their rowids, filled by
+#: triggers on ``agents`` and ``run_events``), on Postgres these expression indexes.
+SQLITE_SEARCH_TABLES = frozenset(
+    {
+        "search_agent_rows",
+        "search_event_rows",
+        *(
+            f"{fts}{suffix}"
+            for fts in ("search_agents", "search_events")
+            for suffix in ("", "_data", "_idx", "_docsize", "_config")
+        ),
+    }
+)
+POSTGRES_SEARCH_INDEXES = frozenset({"ix_agents_search", "ix_run_events_search"})
