@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
     "retention": ("retention", "prune (dry run and real) and gc over a seeded store"),
+    "import-local": (
+        "import_local",
+        "import-local of a large built-in SQLite store: items/s and peak RSS",
+    ),
 }
 
 
