@@ -23,7 +23,7 @@ import pytest
 
 from bench.cursor_api import CursorApiStub
 from bridge_store.cli import main
-from bridge_store.client import launch_bridge
+from bridge_store.client import bridge_path, launch_bridge
 from bridge_store.encryption import is_sealed_blob, is_sealed_metadata, load_keyring
 from bridge_store.errors import EXIT_CONFIGURATION
 from bridge_store.lifecycle.builtin_jsonl import JsonlStore
@@ -32,6 +32,7 @@ from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, 
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.sealed_stores import seal_stores
 from bridge_store.stores import Routes, resolve
+from tests.support.bridge_js import BridgeStoreClient, bridge_directory, unblob
 from tests.support.builtin_history import (
     CHECKPOINT,
     History,
@@ -214,10 +215,17 @@ def test_imported_history_reads_the_same_through_the_bridge(
             assert len(seen["agents"]) >= 3
             assert any(len(events) >= 5 for events in seen["events"].values())
             assert seen == history.views[str(workspace)]
+        # The checkpoints, through the bridge's own store client and run bookkeeping: the
+        # agent points at its blob, and the blob's bytes are the ones the SDK saved.
         for history in (sqlite_history, jsonl_history):
-            _, agent_id, blob_id = history.blob
-            stored = server.call("checkpoints", "get", {"agentId": agent_id, "blobId": blob_id})
-            assert stored["found"]
+            cwd, agent_id, blob_id = history.blob
+            with BridgeStoreClient(
+                bridge_directory(bridge_path()), server.url, server.token, cwd
+            ) as node:
+                agent = node.platform("store", "getAgent", agent_id)
+                assert agent["latestCheckpointRef"]["blobId"] == blob_id
+                got = node.store("checkpoints", "get", {"agentId": agent_id, "blobId": blob_id})
+                assert unblob(got) == CHECKPOINT
 
 
 def test_import_beside_a_running_bridge_then_again_after_it_wrote_more(
