@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -74,6 +75,8 @@ class Compiler:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self._shapes: dict[tuple[int, tuple[str, ...]], _Shape] = {}
+        #: SQLite's worker threads share the cache: a miss updates it under the lock.
+        self._lock = threading.Lock()
 
     def bind(self, statement: sa.Executable, params: Params | Sequence[Params] | None) -> Bound:
         if params is None:
@@ -103,9 +106,10 @@ class Compiler:
             _returns_rows(statement, compiled),
             bool(compiled.post_compile_params or compiled.literal_execute_params),
         )
-        if len(self._shapes) >= CACHE_SIZE:
-            del self._shapes[next(iter(self._shapes))]
-        self._shapes[key] = shape
+        with self._lock:
+            if len(self._shapes) >= CACHE_SIZE:
+                del self._shapes[next(iter(self._shapes))]
+            self._shapes[key] = shape
         return shape
 
     @staticmethod
