@@ -2,7 +2,8 @@
 
 - :func:`postgres_database`: a new empty database on the machine's Postgres
   (``BRIDGE_STORE_TEST_POSTGRES``, an admin URL), dropped afterwards.
-  :func:`create_database` and :func:`drop_database` for callers that keep it longer.
+  :func:`create_database` (empty, or a copy of a template database) and
+  :func:`drop_database` for callers that keep it longer.
 - :func:`redis_prefix`: a store URL under a new key prefix of the machine's Redis
   (``BRIDGE_STORE_TEST_REDIS_URL``), every key of it deleted afterwards.
 - :class:`S3Server`: moto's S3 on a free loopback port, with requests serialised
@@ -96,16 +97,30 @@ def fetch(url: str, query: str, *args: Any) -> list[Any]:
     return run_async(work)
 
 
-def create_database(kind: str = "test") -> str:
-    """Create an empty database with a unique name; returns its name."""
+def create_database(kind: str = "test", template: str | None = None) -> str:
+    """Create a database with a unique name; returns its name.
+
+    Empty, or a copy of database ``template`` (which nobody may be connected to): a copy
+    of a migrated database takes a tenth of the time the migrations take. The default
+    WAL_LOG strategy copies it block by block; FILE_COPY would force a checkpoint of the
+    whole shared server each time.
+    """
     name = f"bridge_store_{kind}_{os.getpid()}_{secrets.token_hex(6)}"
-    execute(POSTGRES_ADMIN_URL, f'CREATE DATABASE "{name}"')
+    copied = f' TEMPLATE "{template}"' if template else ""
+    execute(POSTGRES_ADMIN_URL, f'CREATE DATABASE "{name}"{copied}')
     return name
 
 
 def drop_database(name: str) -> None:
+    drop_databases([name])
+
+
+def drop_databases(names: Iterable[str]) -> None:
+    """Drop the databases, over one connection (each DROP still checkpoints the server)."""
     # FORCE: a run that failed may have left a server process connected.
-    execute(POSTGRES_ADMIN_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    statements = [f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)' for name in names]
+    if statements:
+        execute(POSTGRES_ADMIN_URL, *statements)
 
 
 @contextlib.contextmanager

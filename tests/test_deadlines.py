@@ -200,8 +200,8 @@ def test_sqlite(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres(make_postgres_url: Callable[[], str]) -> None:
-    url = make_postgres_url()
+def test_postgres(make_migrated_postgres_url: Callable[[], str]) -> None:
+    url = make_migrated_postgres_url()
     with serve("--store", url) as server:
         prepare(server)
         with postgres_table_locks(url):

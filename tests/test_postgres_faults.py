@@ -22,15 +22,22 @@ from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 
-from .support.postgres import TcpProxy
+from .support.postgres import TcpProxy, emptied
 from .support.server import StoreHttpClient, serve
 
 pytestmark = pytest.mark.postgres
 
 
+@pytest.fixture(scope="module")
+def database(make_migrated_postgres_url: Callable[[], str]) -> str:
+    """One migrated database for the module: a database per test would cost more than
+    most of the tests."""
+    return make_migrated_postgres_url()
+
+
 @pytest.fixture
-def database_url(make_postgres_url: Callable[[], str]) -> str:
-    return make_postgres_url()
+def database_url(database: str) -> str:
+    return emptied(database)
 
 
 @pytest.fixture
@@ -165,9 +172,9 @@ def test_killed_connections_under_load_cost_retries_not_data(database_url: str) 
 
 
 def test_database_outage_is_unavailable_then_served_again(
-    make_postgres_url: Callable[[], str], proxy: TcpProxy
+    database_url: str, proxy: TcpProxy
 ) -> None:
-    name = make_postgres_url().rsplit("/", 1)[1]
+    name = database_url.rsplit("/", 1)[1]
     url = proxy.url(name) + "?connect_timeout=5"
     with serve("--store", url) as server:
         agent = {"agentId": "a", "cwd": "/w", "updatedAt": 1}
@@ -273,9 +280,9 @@ async def test_exhausted_pool_is_unavailable_not_a_hang(
 
 
 async def test_in_process_backend_recovers_after_an_outage(
-    make_postgres_url: Callable[[], str], proxy: TcpProxy
+    database_url: str, proxy: TcpProxy
 ) -> None:
-    name = make_postgres_url().rsplit("/", 1)[1]
+    name = database_url.rsplit("/", 1)[1]
     backend = open_backend(get_plugin_manager(), proxy.url(name))
     await backend.start(migrate=True)
     try:

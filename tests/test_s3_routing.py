@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from bench.services import S3Server, execute, fetch
+from bench.services import S3Server
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.harness import StoreClient, agent, run
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
 from bridge_store_s3.settings import parse_url
-from bridge_store_sql.tables import VERSION_TABLE
+from tests.support.postgres import emptied
 from tests.support.s3 import MakeS3Url
 from tests.support.server import ServerProcess, serve
 
@@ -27,24 +27,10 @@ pytestmark = pytest.mark.s3
 
 
 @pytest.fixture(scope="module")
-def postgres_database(make_postgres_url: Callable[[], str]) -> str:
-    return make_postgres_url()
-
-
-def emptied(database: str) -> str:
-    """The database with every table of the schema emptied (one database per module:
-    creating one per test would cost more than the tests)."""
-    tables = [
-        row[0]
-        for row in fetch(
-            database,
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> $1",
-            VERSION_TABLE,
-        )
-    ]
-    if tables:
-        execute(database, f"TRUNCATE {', '.join(tables)}")
-    return database
+def postgres_database(make_migrated_postgres_url: Callable[[], str]) -> str:
+    """One database for the module, emptied before each test: creating one per test
+    would cost more than the tests."""
+    return make_migrated_postgres_url()
 
 
 async def routed_client(routes: Routes) -> AsyncIterator[StoreClient]:
@@ -114,9 +100,9 @@ def agent_life(server: ServerProcess, blob: bytes) -> None:
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_postgres_store_with_s3_checkpoints_serves_end_to_end(
-    make_postgres_url: Callable[[], str], make_s3_url: MakeS3Url, s3_server: S3Server
+    postgres_database: str, make_s3_url: MakeS3Url, s3_server: S3Server
 ) -> None:
-    database, bucket_url = make_postgres_url(), make_s3_url()
+    database, bucket_url = emptied(postgres_database), make_s3_url()
     blob = os.urandom(4 * 1024 * 1024)
     with serve("--store", database, "--checkpoints", bucket_url) as server:
         agent_life(server, blob)

@@ -60,9 +60,9 @@ def test_sqlite_locked_past_the_busy_timeout_is_unavailable(tmp_path: Path) -> N
     ],
 )
 def test_postgres_serialization_failure_and_deadlock_are_unavailable(
-    make_postgres_url: Callable[[], str], sqlstate: str
+    make_migrated_postgres_url: Callable[[], str], sqlstate: str
 ) -> None:
-    url = make_postgres_url()
+    url = make_migrated_postgres_url()
     with serve("--store", url) as server:
         server.call("agents", "create", {"agent": agent("before")})
         execute(

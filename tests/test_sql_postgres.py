@@ -23,39 +23,39 @@ from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.postgres import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
 
-from .support.postgres import terminate_connections
+from .support.postgres import emptied, terminate_connections
 from .test_sql_sqlite import SqlBackendChecks
 
 pytestmark = pytest.mark.postgres
 
-TABLES = ("agents", "runs", "run_events", "run_event_counters", "checkpoint_blobs")
-
 
 @pytest.fixture(scope="module")
-def conformance_database(make_postgres_url: Callable[[], str]) -> str:
-    return make_postgres_url()
+def database(make_migrated_postgres_url: Callable[[], str]) -> str:
+    """One migrated database for the module, emptied before each test that uses it:
+    creating (and at the end dropping) a database per test would cost more than the
+    tests themselves."""
+    return make_migrated_postgres_url()
 
 
 class TestPostgresBackend(StoreConformance):
     @pytest.fixture
-    def store_url(self, conformance_database: str) -> str:
-        # One database for the module, emptied before each test: creating a database
-        # per test would cost more than the tests themselves.
-        migrated = fetch(conformance_database, "SELECT to_regclass('agents') IS NOT NULL")[0][0]
-        if migrated:
-            execute(conformance_database, f"TRUNCATE {', '.join(TABLES)}")
-        return conformance_database
+    def store_url(self, database: str) -> str:
+        return emptied(database)
 
 
 class TestPostgresLeases(LeaseConformance):
     @pytest.fixture
-    def store_url(self, make_postgres_url: Callable[[], str]) -> str:
-        return make_postgres_url()
+    def store_url(self, database: str) -> str:
+        return emptied(database)
 
 
 class TestPostgresChecks(SqlBackendChecks):
     @pytest.fixture
-    def sql_url(self, make_postgres_url: Callable[[], str]) -> str:
+    def sql_url(self, database: str) -> str:
+        return emptied(database)
+
+    @pytest.fixture
+    def unmigrated_sql_url(self, make_postgres_url: Callable[[], str]) -> str:
         return make_postgres_url()
 
 
@@ -63,8 +63,8 @@ class TestPostgresChecks(SqlBackendChecks):
 
 
 @pytest.fixture
-async def backend(make_postgres_url: Callable[[], str]) -> AsyncIterator[SqlBackend]:
-    opened = open_backend(get_plugin_manager(), make_postgres_url() + "?pool_size=2")
+async def backend(database: str) -> AsyncIterator[SqlBackend]:
+    opened = open_backend(get_plugin_manager(), emptied(database) + "?pool_size=2")
     assert isinstance(opened, SqlBackend)
     await opened.start(migrate=True)
     try:
@@ -207,10 +207,10 @@ def test_the_server_backend_timeout_is_the_default_and_url_parameters_win() -> N
 
 
 async def test_every_connection_has_keepalives_within_the_backend_timeout(
-    make_postgres_url: Callable[[], str],
+    database: str,
 ) -> None:
     options = BackendOptions(timeout=2.0)
-    backend = open_backend(get_plugin_manager(), make_postgres_url(), options)
+    backend = open_backend(get_plugin_manager(), database, options)
     assert isinstance(backend, SqlBackend)
     await backend.start(migrate=True)
 
@@ -241,9 +241,9 @@ def test_bad_pool_parameters_are_configuration_errors(query: str) -> None:
         open_backend(get_plugin_manager(), f"postgresql://h/db?{query}")
 
 
-async def test_tls_parameters_reach_the_driver(make_postgres_url: Callable[[], str]) -> None:
+async def test_tls_parameters_reach_the_driver(database: str) -> None:
     # The test server runs without TLS: requiring it must fail, and say why.
-    backend = open_backend(get_plugin_manager(), make_postgres_url() + "?sslmode=require")
+    backend = open_backend(get_plugin_manager(), database + "?sslmode=require")
     with pytest.raises(ConfigurationError, match=r"(?i)ssl"):
         await backend.start(migrate=True)
 

@@ -41,7 +41,8 @@ class TestSqliteLeases(LeaseConformance):
 
 
 class SqlBackendChecks:
-    """Behaviour of the SQL backend on any dialect; needs a ``sql_url`` fixture."""
+    """Behaviour of the SQL backend on any dialect; needs a ``sql_url`` fixture (a fresh
+    store, migrated or not) and an ``unmigrated_sql_url`` one (a fresh empty database)."""
 
     async def test_filters_with_more_ids_than_a_statement_can_bind(self, sql_url: str) -> None:
         backend = await started(sql_url)
@@ -85,8 +86,10 @@ class SqlBackendChecks:
         finally:
             await backend.close()
 
-    async def test_unmigrated_database_answers_unavailable_with_the_fix(self, sql_url: str) -> None:
-        backend = open_backend(get_plugin_manager(), sql_url)
+    async def test_unmigrated_database_answers_unavailable_with_the_fix(
+        self, unmigrated_sql_url: str
+    ) -> None:
+        backend = open_backend(get_plugin_manager(), unmigrated_sql_url)
         await backend.start(migrate=False)
         try:
             assert backend.agents is not None
@@ -102,6 +105,10 @@ class TestSqliteChecks(SqlBackendChecks):
     @pytest.fixture
     def sql_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path}/store.db"
+
+    @pytest.fixture
+    def unmigrated_sql_url(self, sql_url: str) -> str:
+        return sql_url
 
 
 async def started(url: str) -> SqlBackend:

@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 
 from bench.pg_cluster import postgres_cluster
-from bench.services import S3_BUCKET, S3_REGION, S3Server, execute, free_port, s3_store_url
+from bench.services import (
+    S3_BUCKET,
+    S3_REGION,
+    S3Server,
+    database_url,
+    execute,
+    free_port,
+    s3_store_url,
+)
 from bridge_store.client import launch
 from bridge_store.errors import (
     EXIT_CONFIGURATION,
@@ -115,10 +123,8 @@ def test_postgres_refusing_the_password(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("command", [("serve", "--port", "0"), ("db", "upgrade")])
-def test_postgres_database_missing(
-    tmp_path: Path, make_postgres_url: Callable[[], str], command: tuple[str, ...]
-) -> None:
-    url = make_postgres_url().rsplit("/", 1)[0] + "/no_such_database_here"
+def test_postgres_database_missing(tmp_path: Path, command: tuple[str, ...]) -> None:
+    url = database_url("no_such_database_here")
     said(
         run(*command, "--store", url, cwd=tmp_path),
         EXIT_CONFIGURATION,
