@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "viewer_first_screen",
         "the history viewer: a 10,000-event run's transcript, server and Chromium",
     ),
+    "search-index": (
+        "search_index",
+        "the viewer's search on SQL: appends with and without the index, index vs scan",
+    ),
     "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
     "retention": ("retention", "prune (dry run and real) and gc over a seeded store"),
     "import-local": (

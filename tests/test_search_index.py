@@ -17,6 +17,7 @@ from bridge_store.auth import local_principal
 from bridge_store.dispatch import call_store
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.viewer import search as viewer_search
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.search import (
     IndexedSearch,
@@ -151,7 +152,12 @@ async def assert_same_hits(store: Store, tenant: str) -> None:
         assert {page.method for page in pages} == {"index"}, query
 
 
-async def test_the_index_finds_what_the_scan_finds_for_each_tenant(store: Store) -> None:
+@pytest.mark.parametrize("few_runs", [0, 2])
+async def test_the_index_finds_what_the_scan_finds_for_each_tenant(
+    store: Store, few_runs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs read one by one, or with one list of the agent's runs.
+    monkeypatch.setattr(viewer_search, "FEW_RUNS", few_runs)
     await assert_same_hits(store, "default")
     await assert_same_hits(store, "team-b")
     hits, _ = await every_page(store.indexed("default"), "routes/login.py")

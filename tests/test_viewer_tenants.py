@@ -200,6 +200,8 @@ def test_search_finds_the_searchers_tenant_only(
         assert [hit["text"] for hit in ours] == [PROMPT, ANSWER]
         beta = b.get("/ui/search?q=redirect&format=json").json()["hits"]
         assert [hit["text"] for hit in beta] == [B_PROMPT]
+        shown = "search index" if method == "index" else "reads the history"
+        assert shown in a.get("/ui/search?q=redirect").text
         page = a.get("/ui/search?q=quokka")
         assert page.status_code == 200
         assert "quokka portal" not in page.text

@@ -40,6 +40,8 @@ HITS_PER_RUN = 3
 SNIPPET_CHARS = 160
 MAX_QUERY_CHARS = 200
 SEARCHED_KINDS = ("user", "assistant")
+#: Up to this many runs of an agent are read one by one, more with one list.
+FEW_RUNS = 2
 #: An index is asked about this many terms at most (more only narrow a little further).
 MAX_INDEX_TERMS = 8
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
@@ -219,12 +221,18 @@ class IndexedSearch:
             if agent is None:
                 continue
             hits.extend(name_hit(agent, words))
-            for run_id in run_ids:
-                run = await self.reader.run(position.agent_id, run_id)
-                if run is not None:
-                    hits.extend(await run_hits(self.reader, agent, run, words))
+            for run in await self._runs(position.agent_id, run_ids):
+                hits.extend(await run_hits(self.reader, agent, run, words))
         next_cursor = agent_cursor(page[-1][0]) if more else None
         return SearchPage(" ".join(words), hits, next_cursor, "index")
+
+    async def _runs(self, agent_id: str, run_ids: list[str]) -> list[Document]:
+        """The runs named, by turn: a get each for a few, else one read of them all."""
+        if len(run_ids) <= FEW_RUNS:
+            found = [await self.reader.run(agent_id, run_id) for run_id in run_ids]
+            return [run for run in found if run is not None]
+        wanted = set(run_ids)
+        return [run for run in await self.reader.all_runs(agent_id) if run["runId"] in wanted]
 
 
 async def search(
