@@ -1,6 +1,6 @@
-"""The viewer with named tokens of two tenants on one server: each token sees its own
-tenant's history only, in every page, its JSON, exports, search and live polling; a
-``read`` token is enough to use it."""
+"""The viewer with named tokens of two tenants on one server, on every backend: each
+token sees its own tenant's history only, in every page, its JSON, exports, search
+(by index on SQL, by scan elsewhere) and live polling; a ``read`` token is enough."""
 
 from __future__ import annotations
 
@@ -83,6 +83,8 @@ BACKENDS = [
     pytest.param("memory"),
     pytest.param("sqlite"),
     pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("s3", marks=pytest.mark.s3),
 ]
 
 
@@ -93,7 +95,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     elif request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'store.db'}"
     else:
-        url = request.getfixturevalue("make_postgres_url")()
+        url = request.getfixturevalue(f"make_{request.param}_url")()
     app = create_app(ServerConfig(routes=Routes.single(url), tokens=registry()))
     with running(app) as base:
         store(base, WRITE_A, history_calls())
@@ -184,7 +186,8 @@ def test_search_finds_the_searchers_tenant_only(
     server: str, request: pytest.FixtureRequest
 ) -> None:
     # SQL stores answer from their full-text index, the others by reading.
-    method = "scan" if request.node.callspec.params["server"] == "memory" else "index"
+    sql = request.node.callspec.params["server"] in ("sqlite", "postgres")
+    method = "index" if sql else "scan"
     with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
         assert a.get("/ui/search?q=quokka&format=json").json()["method"] == method
         assert a.get("/ui/search?q=quokka&format=json").json()["hits"] == []
