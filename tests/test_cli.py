@@ -83,6 +83,37 @@ def test_help_names_every_command_and_option() -> None:
         assert option in bridge_help, option
 
 
+#: What only the commands that use it may load: building the parser (``--help``, a
+#: mistyped flag, and every command before it runs) must not.
+COMMAND_ONLY_MODULES = (
+    "bridge_store.app",
+    "bridge_store.connect",
+    "bridge_store.viewer.reader",
+    "bridge_store.viewer.terminal",
+    "bridge_store.lifecycle.copy",
+    "bridge_store.lifecycle.progress",
+    "rich",
+    "jinja2",
+    "starlette",
+    "sqlalchemy",
+    "opentelemetry",
+    "redis",
+    "obstore",
+)
+
+
+def test_building_the_parser_loads_no_command_s_work() -> None:
+    code = (
+        "import sys; from bridge_store.cli import build_parser; build_parser(); print(*sys.modules)"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(found.stdout.split())
+    assert "bridge_store.cli.agents" in loaded
+    assert loaded.isdisjoint(COMMAND_ONLY_MODULES), loaded & set(COMMAND_ONLY_MODULES)
+
+
 def test_serve_defaults() -> None:
     args = build_parser().parse_args(["serve"])
     assert (args.host, args.port, args.migrate) == ("127.0.0.1", 8787, True)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from ..viewer.reader import HistoryReader
-from ..viewer.terminal import AGENT_COLUMNS, Output, agent_row, json_line
 from .read_options import add_read_arguments, run_reading
+
+if TYPE_CHECKING:
+    from ..viewer.reader import HistoryReader
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _agents(reader: HistoryReader, args: argparse.Namespace) -> None:
+    from ..viewer.terminal import AGENT_COLUMNS, Output, agent_row, json_line
+
     filters = queries.AgentFilters(
         cwd=args.cwd, status=args.status, name=args.name, archived=args.archived
     )

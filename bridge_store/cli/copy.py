@@ -6,11 +6,6 @@ import argparse
 import asyncio
 
 from ..errors import ConnectError
-from ..lifecycle.copy import copy_history
-from ..lifecycle.progress import Meter
-from ..lifecycle.tally import Tally
-from ..lifecycle.verify import verify
-from ..lifecycle.walk import count_agents, tenants_of
 from .transfer import (
     EXIT_DIFFERENT,
     add_end_arguments,
@@ -55,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _copy(args: argparse.Namespace) -> int:
+    from ..lifecycle.copy import copy_history
+    from ..lifecycle.progress import Meter
+    from ..lifecycle.tally import Tally
+    from ..lifecycle.verify import verify
+    from ..lifecycle.walk import count_agents, tenants_of
+
     source_routes, source_keys = routes_of(args, "from")
     target_routes, target_keys = routes_of(args, "to")
     async with (

@@ -7,10 +7,6 @@ import asyncio
 from pathlib import Path
 
 from ..errors import ConnectError
-from ..lifecycle.export import export_history
-from ..lifecycle.progress import Meter
-from ..lifecycle.tally import Tally
-from ..lifecycle.walk import count_agents, tenants_of
 from .transfer import add_store_argument, add_tenant_argument, opened, routes_of, stopped
 
 
@@ -36,6 +32,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
+    from ..lifecycle.export import export_history
+    from ..lifecycle.progress import Meter
+    from ..lifecycle.tally import Tally
+    from ..lifecycle.walk import count_agents, tenants_of
+
     routes, key_file = routes_of(args, None)
     async with opened(routes, key_file, migrate=False) as stores:
         meter = Meter(Tally(), verb=f"exported to {args.output}")

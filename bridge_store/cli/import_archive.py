@@ -7,11 +7,6 @@ import asyncio
 from pathlib import Path
 
 from ..errors import ConfigurationError, ConnectError
-from ..lifecycle.archive import ArchiveError
-from ..lifecycle.importer import census_of, check_archive, import_archive
-from ..lifecycle.progress import Meter
-from ..lifecycle.tally import Tally
-from ..lifecycle.verify import census, compare
 from .transfer import (
     EXIT_DIFFERENT,
     add_store_argument,
@@ -53,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _import(args: argparse.Namespace) -> int:
+    from ..lifecycle.archive import ArchiveError
+    from ..lifecycle.importer import census_of, check_archive, import_archive
+    from ..lifecycle.progress import Meter
+    from ..lifecycle.tally import Tally
+    from ..lifecycle.verify import census, compare
+
     try:
         manifest = await asyncio.to_thread(check_archive, args.input)
     except ArchiveError as error:

@@ -14,17 +14,14 @@ import argparse
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..auth import DEFAULT_TENANT, check_tenant
 from ..errors import Code, ConfigurationError, ConnectError
-from ..lifecycle.builtin_jsonl import JsonlStore
-from ..lifecycle.builtin_sqlite import default_root, stores_of
-from ..lifecycle.items import AgentItem, Item
-from ..lifecycle.progress import Meter
-from ..lifecycle.sink import StoreSink
-from ..lifecycle.tally import Outcome, Tally
 from .transfer import add_store_argument, opened, report, routes_of, stopped
+
+if TYPE_CHECKING:
+    from ..lifecycle.items import Item
 
 
 class BuiltinStore(Protocol):
@@ -86,6 +83,9 @@ def _tenant(text: str) -> str:
 def builtin_stores(sources: list[Path] | None, jsonl: list[Path] | None) -> list[BuiltinStore]:
     """The stores to import: SQLite ones found under ``sources`` (the bridge's default
     place when neither is given), then the JSONL ones."""
+    from ..lifecycle.builtin_jsonl import JsonlStore
+    from ..lifecycle.builtin_sqlite import default_root, stores_of
+
     roots = sources if sources is not None else ([] if jsonl else [default_root()])
     found: list[BuiltinStore] = []
     for root in roots:
@@ -113,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
+    from ..lifecycle.items import AgentItem
+    from ..lifecycle.progress import Meter
+    from ..lifecycle.sink import StoreSink
+    from ..lifecycle.tally import Outcome, Tally
+
     routes, key_file = routes_of(args, None)
     async with opened(routes, key_file, migrate=True) as target:
         meter = Meter(Tally(), verb="imported")

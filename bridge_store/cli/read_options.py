@@ -15,18 +15,17 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..auth import DEFAULT_TENANT, check_tenant, local_principal
 from ..encryption import KEY_FILE_ENV, Keyring
 from ..errors import ConfigurationError, ConnectError
-from ..plugins import get_plugin_manager
-from ..sealed_stores import seal_stores
-from ..stores import open_stores
 from ..tokens import TOKEN_ENV, read_auth_token
-from ..viewer.reader import HistoryReader, RemoteCallStore, in_process
 from .keys import keyring_from
 from .store_options import add_store_arguments, routes_from, store_urls
+
+if TYPE_CHECKING:
+    from ..viewer.reader import HistoryReader
 
 
 def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +71,11 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
 
 @asynccontextmanager
 async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
+    from ..plugins import get_plugin_manager
+    from ..sealed_stores import seal_stores
+    from ..stores import open_stores
+    from ..viewer.reader import HistoryReader, RemoteCallStore, in_process
+
     if args.store_callback_url is not None:
         if any(store_urls(args, {}).values()):
             raise ConfigurationError(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from ..viewer.reader import HistoryReader
-from ..viewer.terminal import RUN_COLUMNS, Output, json_line, run_row
 from .read_options import add_read_arguments, run_reading
+
+if TYPE_CHECKING:
+    from ..viewer.reader import HistoryReader
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _runs(reader: HistoryReader, args: argparse.Namespace) -> None:
+    from ..viewer.terminal import RUN_COLUMNS, Output, json_line, run_row
+
     data = await queries.agent_page(reader, args.agent_id)
     if args.json:
         for each in data["runs"]:

@@ -6,14 +6,14 @@ import argparse
 import asyncio
 import sys
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
-from ..types import Document
 from ..viewer import queries
-from ..viewer.markdown import transcript_markdown
-from ..viewer.reader import FULL_PAGE, HistoryReader
-from ..viewer.terminal import Output, TranscriptPrinter, json_line
-from ..viewer.transcript import TranscriptBuilder, usage_counts
 from .read_options import add_read_arguments, run_reading
+
+if TYPE_CHECKING:
+    from ..types import Document
+    from ..viewer.reader import HistoryReader
 
 #: How often ``--follow`` asks for new events, as the bridge's observers do.
 FOLLOW_POLL_SECONDS = 0.25
@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _transcript(reader: HistoryReader, args: argparse.Namespace) -> None:
+    from ..viewer.markdown import transcript_markdown
+    from ..viewer.terminal import Output, TranscriptPrinter, json_line
+    from ..viewer.transcript import TranscriptBuilder, usage_counts
+
     run = await queries.find_run(reader, args.run_id, args.agent)
     batches = event_batches(reader, run, follow=args.follow)
     if args.json:
@@ -75,6 +79,8 @@ async def event_batches(
     The run is read again before each poll, and its events once more after it is seen
     ended, so events written just before the end are never missed.
     """
+    from ..viewer.reader import FULL_PAGE
+
     after: str | None = None
     backlog: list[Document] = []
     while True:

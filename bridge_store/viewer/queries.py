@@ -8,14 +8,18 @@ time through the :class:`~bridge_store.viewer.reader.HistoryReader`, never all o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..contract import agent_cursor
 from ..errors import invalid_argument, not_found
 from ..substores import agent_position
 from ..types import Document
-from .reader import TERMINAL_RUN_STATUSES, HistoryReader
 from .transcript import TranscriptBuilder, usage_counts
+
+if TYPE_CHECKING:
+    # Only annotations: the CLI builds its parser from this module's constants without
+    # loading the reader (and the server code under it).
+    from .reader import HistoryReader
 
 DEFAULT_AGENTS_PAGE = 50
 #: Filters the store cannot apply (status, name, archived) are applied to store pages
@@ -27,6 +31,7 @@ MAX_PAGE = 1000
 
 AGENT_STATUSES = ("idle", "running", "error", "archived")
 RUN_STATUSES = ("queued", "running", "finished", "error", "cancelled", "expired")
+TERMINAL_RUN_STATUSES = frozenset({"finished", "error", "cancelled", "expired"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,6 @@ REMOTE_TIMEOUT_SECONDS = 30.0
 #: Largest page the store serves (contract.MAX_LIMIT); reading everything uses it.
 FULL_PAGE = 1000
 
-TERMINAL_RUN_STATUSES = frozenset({"finished", "error", "cancelled", "expired"})
-
 
 @dataclass(frozen=True, slots=True)
 class Page:
