@@ -87,6 +87,7 @@ def test_help_names_every_command_and_option() -> None:
 #: mistyped flag, and every command before it runs) must not.
 COMMAND_ONLY_MODULES = (
     "bridge_store.app",
+    "bridge_store.cli.serving",
     "bridge_store.connect",
     "bridge_store.viewer.reader",
     "bridge_store.viewer.terminal",
@@ -95,6 +96,7 @@ COMMAND_ONLY_MODULES = (
     "rich",
     "jinja2",
     "starlette",
+    "uvicorn",
     "sqlalchemy",
     "opentelemetry",
     "redis",

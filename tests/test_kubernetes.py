@@ -24,7 +24,7 @@ import yaml
 
 from bridge_store.app import HEALTH_PATH
 from bridge_store.cli import parse_args
-from bridge_store.cli.serve import GRACEFUL_SHUTDOWN_SECONDS
+from bridge_store.cli.serving import GRACEFUL_SHUTDOWN_SECONDS
 from bridge_store.cli.settings import SETTING_ENV
 from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_ENV, routes_from
 from bridge_store.plugins import get_plugin_manager

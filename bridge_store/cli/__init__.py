@@ -8,11 +8,11 @@ generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`)
 is in :mod:`.transfer`), the history commands ``agents``, ``runs`` and ``transcript``
 (reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and ``config show``
 (:mod:`.config`); the storage flags they share are in :mod:`.store_options`, serve's
-config file in :mod:`.settings`.
+config file in :mod:`.settings`, running under uvicorn (serve, ui) in :mod:`.serving`.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 Every command's parser is built on every start, so a command module imports at its top
-only what its parser needs; what running it takes (the viewer, the lifecycle code,
-Rich) is imported where it runs, and ``--help``, a mistyped flag or a short command
+only what its parser needs; what running it takes (uvicorn, the viewer, the lifecycle
+code, Rich) is imported where it runs, and ``--help``, a mistyped flag or a short command
 do not pay for the others (tests/test_cli.py checks it).
 """
 

@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import errno
-import json
-import logging.config
 import math
 import os
 import signal
 import socket
-import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
-
-import uvicorn
 
 from .. import __version__
 from .._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..auth import TokenRegistry
-from ..config import DEFAULT_MAX_REQUEST_BYTES, READY_PREFIX, ServerConfig
+from ..config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
-from ..http_guard import guarded_protocol
 from ..http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from ..plugins import get_plugin_manager
 from ..stores import ResolvedStores, Routes, resolve
@@ -42,21 +33,6 @@ if TYPE_CHECKING:
     from ..tracing import Tracing
 
 DEFAULT_PORT = 8787
-#: How long in-flight requests may take to finish after SIGTERM/SIGINT.
-GRACEFUL_SHUTDOWN_SECONDS = 30
-
-#: uvicorn settings of ``serve`` besides logging (the bench's ceiling runs on them too).
-UVICORN_SETTINGS: dict[str, Any] = {
-    "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS,
-    "lifespan": "on",
-    # Client addresses only ever reach the access log, so X-Forwarded-For is not worth
-    # uvicorn's middleware on every call (~2% of the CPU of a small one).
-    "proxy_headers": False,
-    # Bounds on request heads, slow clients and open connections (http_guard.py);
-    # serve replaces the protocol with one whose connection cap fits its file limit.
-    "http": guarded_protocol(HttpLimits()),
-    "timeout_keep_alive": HttpLimits().keep_alive_timeout,
-}
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -194,23 +170,13 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     add_tls_arguments(serve)
 
 
-class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints the ready line once it is accepting connections."""
-
-    def __init__(self, config: uvicorn.Config, ready: dict[str, str]) -> None:
-        super().__init__(config)
-        self._ready = ready
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            print(READY_PREFIX + json.dumps(self._ready), file=sys.stderr, flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
-    # Starlette, the app and its metrics load only for serve.
+    # uvicorn, Starlette, the app and its metrics load only for serve.
+    import logging.config
+
     from ..logs import logging_config
     from ..tracing import tracing_from_environment
+    from .serving import listen
 
     # First: whatever start-up logs goes out in the chosen format.
     logging.config.dictConfig(logging_config(args.log_format, args.log_level))
@@ -236,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     )
     # The port first: a server that cannot listen (another one holds the port) must
     # not have written anything, least of all a token its clients would then lack.
-    listener = _listen(args.host, args.port)
+    listener = listen(args.host, args.port)
     # What the server creates is its owner's alone: the token file, and a SQLite file
     # (with its -wal and -shm), which holds every agent's blobEncryptionKey. Restored
     # on the way out, for a caller that runs serve in its own process.
@@ -260,7 +226,11 @@ def _serve_on(
     tls: dict[str, Any],
     tracing: Tracing | None,
 ) -> int:
+    import uvicorn
+
     from ..app import create_app
+    from ..http_guard import guarded_protocol
+    from .serving import UVICORN_SETTINGS, run_announcing
 
     registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(
@@ -300,40 +270,6 @@ def _serve_on(
     return run_announcing(server_config, ready, listener, before=app.open_stores)
 
 
-def run_announcing(
-    config: uvicorn.Config,
-    ready: dict[str, str],
-    listener: socket.socket,
-    before: Callable[[], Awaitable[None]] | None = None,
-) -> int:
-    """Serve ``config``'s app on ``listener``, print the ready line, stop on a signal.
-
-    ``before`` runs first, on the server's event loop (the backends' connections
-    belong to it): what it raises stops the start, as it is, with no server output.
-    """
-    server = _AnnouncingServer(config, ready)
-
-    async def main() -> None:
-        if before is not None:
-            await before()
-        # uvicorn re-raises the stop signal after its graceful shutdown, under whatever
-        # handler was installed before it started; handlers that just return make a
-        # completed graceful stop exit 0, as process supervisors expect. Until then,
-        # the default handlers stop a start that hangs.
-        for stop_signal in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(stop_signal, _stopped)
-        await server.serve(sockets=[listener])
-
-    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-        runner.run(main())
-    # Stopped. A stop signal still on its way (a supervisor that sends SIGTERM again
-    # once the answer it waited for came) must not turn this clean exit into a kill:
-    # Python puts the default handlers back while it finalizes, but leaves SIG_IGN.
-    for stop_signal in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop_signal, signal.SIG_IGN)
-    return 0 if server.started else 1
-
-
 def _token_registry(
     args: argparse.Namespace, environ: Mapping[str, str]
 ) -> tuple[TokenRegistry, Path | None]:
@@ -348,34 +284,3 @@ def _token_registry(
             f"and {TOKEN_ENV}, or add that token to the tokens file"
         )
     return open_registry(Path(tokens_file)), None
-
-
-def _stopped(signum: int, frame: FrameType | None) -> None:
-    """Runs only after uvicorn has shut down; the process then exits normally."""
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    if not 0 <= port <= 65535:
-        raise ConfigurationError(f"--port must be between 0 and 65535, not {port}")
-    try:
-        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = info[0]
-        listener = socket.socket(family, kind, proto)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(address)
-        listener.listen(2048)
-    except OSError as error:
-        reason = error.strerror or str(error)
-        fix = _LISTEN_FIXES.get(error.errno, _HOST_FIX)
-        raise ConfigurationError(f"cannot listen on {host}:{port} ({reason}): {fix}") from None
-    return listener
-
-
-_HOST_FIX = "check --host, an address of this machine"
-#: What to do when the port cannot be bound, by errno; anything else is about the host
-#: (a name that does not resolve, an address this machine does not have).
-_LISTEN_FIXES: dict[int | None, str] = {
-    errno.EADDRINUSE: "another process holds the port; stop it or choose another --port",
-    errno.EACCES: "this user may not bind that port; choose --port 1024 or above",
-    errno.EADDRNOTAVAIL: _HOST_FIX,
-}

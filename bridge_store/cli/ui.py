@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import uvicorn
-
 from .. import __version__
 from ..auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
 from ..plugins import get_plugin_manager
@@ -14,7 +12,6 @@ from ..stores import resolve
 from ..tokens import TOKEN_ENV, load_or_generate
 from ..viewer import UI_PATH
 from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
-from .serve import UVICORN_SETTINGS, _listen, run_announcing
 from .store_options import add_store_arguments, routes_from
 
 DEFAULT_PORT = 8788
@@ -49,7 +46,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
     from ..viewer.standalone import create_ui_app  # Starlette and Jinja2 load only here
+    from .serving import UVICORN_SETTINGS, listen, run_announcing
 
     manager = get_plugin_manager()
     routes = routes_from(args)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     keyring = direct_keyring(args)
     resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
     # The port first: nothing is written (a token file) by a viewer that cannot listen.
-    listener = _listen(args.host, args.port)
+    listener = listen(args.host, args.port)
     token = load_or_generate(args.auth_token_file, dict(os.environ))
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
