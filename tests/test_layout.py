@@ -8,6 +8,7 @@ true: the size bound of modules, the modules the README's layout names, and the
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 from bench.__main__ import COMMANDS
@@ -32,6 +33,19 @@ def test_no_module_of_the_product_or_the_bench_is_over_the_size_bound() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert not too_long, f"split these modules (over {MAX_MODULE_LINES} lines): {too_long}"
+
+
+def test_the_wheel_lists_every_package_of_the_tree() -> None:
+    # setuptools ships only the packages pyproject names: a new package left out of
+    # the list works from the source tree and is missing from the installed wheel.
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {Path(folder): name for name, folder in options["package-dir"].items()}
+    in_tree = {
+        ".".join((folders[top], *init.parent.relative_to(ROOT / top).parts))
+        for top in folders
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert in_tree - set(options["packages"]) == set()
 
 
 def test_the_readme_layout_names_modules_that_exist() -> None:
