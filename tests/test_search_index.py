@@ -59,6 +59,8 @@ QUERIES = [
     "bare string",
     "zebra",
     "byte zebra",
+    "zanzibar",
+    "zanzibar gate",
     "quokka",
     "edirect",
     "nothing-like-this",
@@ -76,6 +78,11 @@ def extra_calls() -> list[tuple[str, str, dict[str, Any]]]:
     # JSON carries a NUL as \u0000, which Postgres's jsonb refuses: the index reads it
     # as a space, and the write must not fail for the index's sake.
     nul = {"type": "assistant", "message": {"content": [text("a nul\x00byte zebra")]}}
+    # A streamed answer that splits a word between two deltas, as models do.
+    split = [
+        {"type": "assistant", "message": {"content": [text(piece)]}}
+        for piece in ("Through the zanzi", "bar gate")
+    ]
     return [
         ("agents", "create", {"agent": agent("agent-extra", "café notes", "/x", "idle", 7)}),
         ("runs", "create", {"run": run("agent-extra", "run-extra", 1, "finished")}),
@@ -83,6 +90,8 @@ def extra_calls() -> list[tuple[str, str, dict[str, Any]]]:
         ("runEvents", "append", message("agent-extra", "run-extra", cafe)),
         ("runs", "create", {"run": run("agent-extra", "run-nul", 2, "finished")}),
         ("runEvents", "append", message("agent-extra", "run-nul", nul)),
+        ("runs", "create", {"run": run("agent-extra", "run-split", 3, "finished")}),
+        *(("runEvents", "append", message("agent-extra", "run-split", e)) for e in split),
     ]
 
 
@@ -160,6 +169,8 @@ async def test_the_index_finds_what_the_scan_finds_for_each_tenant(
     monkeypatch.setattr(viewer_search, "FEW_RUNS", few_runs)
     await assert_same_hits(store, "default")
     await assert_same_hits(store, "team-b")
+    split, _ = await every_page(store.indexed("default"), "zanzibar gate")
+    assert [hit["text"] for hit in split] == ["Through the zanzibar gate"]
     hits, _ = await every_page(store.indexed("default"), "routes/login.py")
     assert [(hit["kind"], hit["agent"]["agentId"]) for hit in hits] == [
         ("assistant", "agent-extra")

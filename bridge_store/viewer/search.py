@@ -42,6 +42,9 @@ MAX_QUERY_CHARS = 200
 SEARCHED_KINDS = ("user", "assistant")
 #: Up to this many runs of an agent are read one by one, more with one list.
 FEW_RUNS = 2
+#: How much of each word an index looks up (see :func:`index_terms`): a word split
+#: between streamed deltas is found when its first piece has this many characters.
+INDEX_PREFIX_CHARS = 3
 #: An index is asked about this many terms at most (more only narrow a little further).
 MAX_INDEX_TERMS = 8
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
@@ -115,19 +118,23 @@ def matches(text: str, words: list[str]) -> bool:
 
 
 def index_terms(words: list[str]) -> list[str]:
-    """The prefixes an index can look up for ``words``: their runs of ASCII letters and
-    digits that start a word of any text the word matches.
+    """The prefixes an index can look up for ``words``: the first
+    :data:`INDEX_PREFIX_CHARS` characters of their runs of ASCII letters and digits that
+    start a word of any text the word matches.
 
     A run that follows a non-ASCII character is left out: whether that character is a
     letter (so the run sits inside an indexed word) depends on the database's locale.
-    A run that ends at one is kept: it is a prefix of the indexed word either way.
+    A run that ends at one is kept: it is a prefix of the indexed word either way. Only
+    a run's start is looked up because the index reads events one by one, and a
+    streamed answer can split a word between two deltas ("zanzi", "bar"): the start
+    is still found in the first.
     """
     terms: list[str] = []
     for word in words:
         for found in _ASCII_WORD.finditer(word):
             start = found.start()
             if start == 0 or (word[start - 1].isascii() and not word[start - 1].isalnum()):
-                terms.append(found.group())
+                terms.append(found.group()[:INDEX_PREFIX_CHARS])
     return list(dict.fromkeys(terms))[:MAX_INDEX_TERMS]
 
 
