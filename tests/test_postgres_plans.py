@@ -33,8 +33,8 @@ PAGE = 51  # the contract layer asks for limit + 1 rows
 
 
 @pytest.fixture(scope="module")
-def populated(make_postgres_url: Callable[[], str]) -> str:
-    url = make_postgres_url()
+def populated(make_migrated_postgres_url: Callable[[], str]) -> str:
+    url = make_migrated_postgres_url()
 
     async def populate() -> None:
         backend = open_backend(get_plugin_manager(), url)

@@ -247,9 +247,9 @@ def ready_again(base_url: str) -> bool:
 
 @pytest.mark.postgres
 def test_postgres_outage_is_unready_and_recovery_ready_again(
-    make_postgres_url: Callable[[], str], proxy: TcpProxy
+    make_migrated_postgres_url: Callable[[], str], proxy: TcpProxy
 ) -> None:
-    name = urlsplit(make_postgres_url()).path.lstrip("/")
+    name = urlsplit(make_migrated_postgres_url()).path.lstrip("/")
     # The shared server trusts local connections: the password is only there to be hidden.
     url = proxy.url(name).replace("://postgres@", "://postgres:s3cret@") + "?connect_timeout=2"
     with serve("--store", url) as server:
@@ -283,7 +283,7 @@ def test_a_partitioned_backend_is_unready_within_the_backend_timeout(
     request: pytest.FixtureRequest, backend: str
 ) -> None:
     # Packets dropped, nothing refused: only the backend timeout ends the probe.
-    fixture = "make_postgres_url" if backend == "postgres" else "make_redis_url"
+    fixture = "make_migrated_postgres_url" if backend == "postgres" else "make_redis_url"
     url = request.getfixturevalue(fixture)()
     target = urlsplit(url)
     proxy = FaultyProxy(target.hostname or "127.0.0.1", target.port or 0)

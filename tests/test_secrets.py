@@ -203,8 +203,8 @@ def test_sqlite(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres(tmp_path: Path, make_postgres_url: Callable[[], str]) -> None:
-    admin = make_postgres_url()
+def test_postgres(tmp_path: Path, make_migrated_postgres_url: Callable[[], str]) -> None:
+    admin = make_migrated_postgres_url()
     parts = urlsplit(admin)
     proxy = FaultyProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
     # Trust authentication takes any password: the URL carries one all the same.

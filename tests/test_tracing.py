@@ -141,9 +141,11 @@ def test_sqlite_calls_have_sqlalchemy_children(
 
 @pytest.mark.postgres
 def test_postgres_calls_have_sqlalchemy_children(
-    make_postgres_url: Callable[[], str], tracing: Tracing, exporter: InMemorySpanExporter
+    make_migrated_postgres_url: Callable[[], str],
+    tracing: Tracing,
+    exporter: InMemorySpanExporter,
 ) -> None:
-    backend = check_call_spans(traced_calls(make_postgres_url(), tracing, exporter))
+    backend = check_call_spans(traced_calls(make_migrated_postgres_url(), tracing, exporter))
     statements = [
         span for span in backend if span.kind is SpanKind.CLIENT and span.name != "connect"
     ]
