@@ -303,3 +303,27 @@ async def test_only_sql_stores_over_one_database_get_the_index(tmp_path: Path) -
     assert isinstance(await searcher(Routes.single(one)), IndexedSearch)
     # Agents in another database than the events: the index cannot answer for them.
     assert isinstance(await searcher(split), ScanSearch)
+
+
+async def test_a_store_not_yet_upgraded_is_scanned(tmp_path: Path) -> None:
+    """``bridge-store ui`` and the CLI read without migrating: a store at 0002 is
+    searched by a scan, not through an index it does not have."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=False)
+    backend = opened.backends[0]
+    assert isinstance(backend, SqlBackend)
+    await backend.db.migrate(lambda conn: upgrade(conn, "0002"), what="test")
+    await opened.close()
+    for migrate, indexed in ((False, False), (True, True)):
+        opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=migrate)
+        try:
+            held = Store(opened)
+            for substore, method, data in extra_calls() if migrate else []:
+                await held.call("default", substore, method, data)
+            reader = held.reader("default")
+            searcher = searcher_for(search_index(opened.stores), "default", reader)
+            assert isinstance(searcher, IndexedSearch) is indexed
+            page = await search(searcher, "café", cursor=None)
+            assert page.method == ("index" if indexed else "scan")
+        finally:
+            await opened.close()

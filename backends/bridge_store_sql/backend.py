@@ -16,7 +16,7 @@ from .checkpoints import SqlCheckpoints
 from .engine import Database
 from .leases import SqlLeases
 from .runs import SqlRuns
-from .search import SearchableRunEvents
+from .search import SearchableRunEvents, has_index
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +43,10 @@ class SqlBackend:
         try:
             if migrate:
                 await self.upgrade_schema()
+                self.run_events.index_ready = True
                 return
             current, head = await self.schema_revision(), migrate_module.head_revision()
+            self.run_events.index_ready = has_index(current)
             if current != head:
                 logger.warning(
                     "%s is at schema revision %s, not %s: calls will fail until it is "

@@ -28,6 +28,7 @@ from bridge_store.substores import AgentPosition
 from .agents import SqlAgents
 from .engine import Database
 from .events import SqlRunEvents
+from .migrate import revisions
 from .runs import SqlRuns
 from .statements import Session
 
@@ -117,18 +118,32 @@ def runs_statement(
     )
 
 
+#: The schema revision that adds the index.
+INDEX_REVISION = "0003"
+
+
+def has_index(revision: str | None) -> bool:
+    """Whether a database at ``revision`` has the index (a known revision, 0003 or later)."""
+    known = revisions()
+    return revision in known and known.index(revision) >= known.index(INDEX_REVISION)
+
+
 class SearchableRunEvents(SqlRunEvents):
     """The run-events substore, which also answers the viewer's index lookups."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
         self._search_db = db
+        #: Set by the backend's start: whether the schema has the index (a store read
+        #: without migrating, by ``bridge-store ui`` say, may be older; it is scanned).
+        self.index_ready = False
 
     def indexes(self, agents: object, runs: object) -> bool:
         """The index covers the agents and runs of this database only."""
         # (Another substore's private _db: these are one backend's own classes.)
         return (
-            isinstance(agents, SqlAgents)
+            self.index_ready
+            and isinstance(agents, SqlAgents)
             and isinstance(runs, SqlRuns)
             and agents._db is self._search_db
             and runs._db is self._search_db
