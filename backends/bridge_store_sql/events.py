@@ -112,6 +112,18 @@ def list_query(
 _LAST_SEQ = sa.text(
     "SELECT MAX(seq) FROM run_events WHERE tenant = :tenant AND run_id = :run_id"
 ).columns(seq=sa.BigInteger())
+# A run without events has no counter row to lock, so restore makes one first (and
+# the transaction either fills it in or takes it out again): racing restores of one
+# run then queue on it like appends do, instead of both inserting the same seqs.
+_LOCK_COUNTER = sa.text(
+    """
+    INSERT INTO run_event_counters (tenant, run_id, last_seq) VALUES (:tenant, :run_id, 0)
+    ON CONFLICT (tenant, run_id) DO NOTHING
+    """
+)
+_DROP_EMPTY_COUNTER = sa.text(
+    "DELETE FROM run_event_counters WHERE tenant = :tenant AND run_id = :run_id AND last_seq = 0"
+)
 _LAST_SEQ_LOCKED = sa.text(
     "SELECT last_seq FROM run_event_counters WHERE tenant = :tenant AND run_id = :run_id FOR UPDATE"
 ).columns(last_seq=sa.BigInteger())
@@ -226,10 +238,15 @@ class SqlRunEvents:
 
         def work(conn: Session) -> int:
             # On Postgres the counter row, locked for the transaction, orders this
-            # against racing appends; SQLite's writer is alone anyway.
+            # against racing appends and restores; SQLite's writer is alone anyway.
+            if postgres:
+                conn.execute(_LOCK_COUNTER, _run(tenant, run_id))
             last = conn.execute(_LAST_SEQ_LOCKED if postgres else _LAST_SEQ, _run(tenant, run_id))
             new = restorable(run_id, events, last.scalar_one_or_none() or 0)
             if not new:
+                if postgres:
+                    # A run has a counter row exactly when it has events.
+                    conn.execute(_DROP_EMPTY_COUNTER, _run(tenant, run_id))
                 return 0
             keys = [event["idempotencyKey"] for event in new if event["idempotencyKey"] is not None]
             if keys:

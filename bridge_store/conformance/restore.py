@@ -7,6 +7,7 @@ result back through the contract layer as a client would.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -106,3 +107,15 @@ class RunEventRestoreConformance(ConformanceBase):
         assert await list_events(client.as_tenant(OTHER), "r") == events
         # The same run and key in the default tenant are a log of their own.
         assert await client.stores.run_events.restore(DEFAULT_TENANT, "r", events[:1]) == 1
+
+    async def test_racing_restores_of_one_run_store_each_event_once(
+        self, client: StoreClient
+    ) -> None:
+        events = [stored("r", seq, key=f"k{seq}") for seq in range(1, 6)]
+        restored = await asyncio.gather(
+            *(client.stores.run_events.restore(DEFAULT_TENANT, "r", events) for _ in range(5))
+        )
+        assert sorted(restored) == [0, 0, 0, 0, 5]
+        assert await list_events(client, "r") == events
+        appended = await client.call("runEvents", "append", {"runId": "r", "eventType": "next"})
+        assert appended["seq"] == 6

@@ -16,7 +16,7 @@ from bridge_store.types import Document
 
 from .sink import StoreSink
 from .tally import Tally
-from .walk import agent_items, agents_of, tenants_of
+from .walk import agent_items, agents_of, agents_updated_since, tenants_of, walk_started
 
 #: Agents copied at once: enough to overlap the round trips to both stores.
 WORKERS = 4
@@ -37,8 +37,16 @@ async def copy_history(
     queue: asyncio.Queue[tuple[str, Document] | None] = asyncio.Queue(maxsize=WORKERS * 2)
 
     async def produce() -> None:
-        for tenant in await tenants_of(source, tenants):
+        chosen = await tenants_of(source, tenants)
+        started = walk_started()
+        for tenant in chosen:
             async for agent in agents_of(source, tenant):
+                await queue.put((tenant, agent))
+        # The second look only once the first pass is written, so that no agent is
+        # copied by two workers at once.
+        await queue.join()
+        for tenant in chosen:
+            async for agent in agents_updated_since(source, tenant, started):
                 await queue.put((tenant, agent))
         for _ in range(WORKERS):
             await queue.put(None)
@@ -50,6 +58,7 @@ async def copy_history(
                 await sink.write(item)
             if on_agent is not None:
                 on_agent()
+            queue.task_done()
 
     async with asyncio.TaskGroup() as group:
         group.create_task(produce())

@@ -41,7 +41,7 @@ from .archive import (
 from .items import BlobItem, EventsItem, Item, RunItem
 from .tally import Outcome, Tally
 from .verify import AgentDigest, Census
-from .walk import agent_items, agents_of, tenants_of
+from .walk import agent_items, every_agent, tenants_of
 
 #: gzip level: 6 compresses JSON nearly as well as 9 at about twice the speed.
 COMPRESSLEVEL = 6
@@ -86,7 +86,7 @@ async def export_history(
         _add(tar, HEADER_MEMBER, header())
         for tenant in chosen:
             exported: set[str] = set()
-            async for agent in agents_of(stores, tenant):
+            async for agent in every_agent(stores, tenant):
                 # An agent seen again (it moved while listed) was exported as first read.
                 if agent["agentId"] in exported:
                     continue

@@ -36,7 +36,7 @@ async def census(stores: Stores, tenants: Sequence[str]) -> Census:
     """Counts and per-agent digests of ``tenants`` in ``stores``."""
     result = Census()
     for tenant in tenants:
-        async for agent in agents_of(stores, tenant, again=False):
+        async for agent in agents_of(stores, tenant):
             digest = AgentDigest(result)
             async for item in agent_items(stores, tenant, agent):
                 await digest.feed(item)

@@ -44,23 +44,38 @@ async def tenants_of(stores: Stores, wanted: Sequence[str] | None) -> list[str]:
     return sorted(found)
 
 
-async def agents_of(stores: Stores, tenant: str, *, again: bool = True) -> AsyncIterator[Document]:
-    """Every agent of ``tenant``, then (``again``) those updated meanwhile (see above)."""
-    started_ms = int(time.time() * 1000) - CLOCK_SKEW_MS
+def walk_started() -> int:
+    """The time to look again from once a walk is over (see :func:`agents_updated_since`)."""
+    return int(time.time() * 1000) - CLOCK_SKEW_MS
+
+
+async def agents_of(stores: Stores, tenant: str) -> AsyncIterator[Document]:
+    """Every agent of ``tenant``, in list order (agents updated meanwhile may be missed)."""
     after: AgentPosition | None = None
     while page := await stores.agents.list(tenant, cwd=None, after=after, limit=PAGE):
         for agent in page:
             yield agent
         after = agent_position(page[-1])
-    if not again:
-        return
-    after = None
-    while page := await stores.agents.list(tenant, cwd=None, after=after, limit=PAGE):
-        for agent in page:
-            if agent["updatedAt"] < started_ms:
-                return
-            yield agent
-        after = agent_position(page[-1])
+
+
+async def agents_updated_since(
+    stores: Stores, tenant: str, since_ms: int
+) -> AsyncIterator[Document]:
+    """The agents of ``tenant`` updated at or after ``since_ms``: those a walk started
+    then may have missed (see the module docstring)."""
+    async for agent in agents_of(stores, tenant):
+        if agent["updatedAt"] < since_ms:
+            return
+        yield agent
+
+
+async def every_agent(stores: Stores, tenant: str) -> AsyncIterator[Document]:
+    """Every agent of ``tenant``, then those updated meanwhile (some twice, then)."""
+    started = walk_started()
+    async for agent in agents_of(stores, tenant):
+        yield agent
+    async for agent in agents_updated_since(stores, tenant, started):
+        yield agent
 
 
 async def count_agents(stores: Stores, tenants: Sequence[str]) -> int:
@@ -114,11 +129,3 @@ def _reader(stores: Stores, tenant: str, ref: BlobRef) -> BlobReader:
         return await stores.checkpoints.get(tenant, ref.agent_id, ref.blob_id)
 
     return read
-
-
-async def walk(stores: Stores, tenants: Sequence[str] | None = None) -> AsyncIterator[Item]:
-    """Every item of the tenants (default: all), agent by agent."""
-    for tenant in await tenants_of(stores, tenants):
-        async for agent in agents_of(stores, tenant):
-            async for item in agent_items(stores, tenant, agent):
-                yield item
