@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the viewer's search on SQL: appends with and without the index, index vs scan",
     ),
     "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
+    "copy": ("copy", "bridge-store copy of a large SQLite store into Postgres: items/s, peak RSS"),
     "retention": ("retention", "prune (dry run and real) and gc over a seeded store"),
     "import-local": (
         "import_local",
