@@ -113,10 +113,11 @@ def copy_once(source: str, target: str, *extra: str) -> tuple[float, float, str]
         child = subprocess.Popen([*command, *extra], stdout=out, stderr=err)
         # Reaped here for this child's own rusage.
         _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
         out.seek(0)
         err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
+        if child.returncode != 0:
             raise SystemExit(f"copy failed: {err.read().strip()} {out.read().strip()}")
         # ru_maxrss is in KiB on Linux.
         return seconds, usage.ru_maxrss / 1024, out.read().strip().replace("\n", " | ")
