@@ -4,6 +4,7 @@ idempotent, keeping differences unless told, and verified."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import signal
 import sqlite3
@@ -19,6 +20,8 @@ from bridge_store.encryption import new_key_line
 from bridge_store.lifecycle import walk
 from bridge_store.lifecycle.copy import copy_history
 from bridge_store.lifecycle.items import canonical
+from bridge_store.lifecycle.progress import Meter
+from bridge_store.lifecycle.tally import Tally
 from bridge_store.stores import Routes, Stores
 from tests.support.lifecycle import TENANTS, on_stores, open_memory, seed, snapshot
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
@@ -275,3 +278,34 @@ def test_documents_compare_as_json_text() -> None:
     assert canonical({"a": 1}) != canonical({"a": 1.0})
     assert canonical({"a": 1}) != canonical({"a": True})
     assert canonical(-0.0) != canonical(0.0)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_a_terminal_shows_a_table_per_substore_and_a_pipe_only_the_summary() -> None:
+    source_opened, target_opened = await open_memory(), await open_memory()
+    await seed(source_opened.stores, agents=2, tenants=("default",))
+    screen, pipe = Terminal(), io.StringIO()
+    for stream in (screen, pipe):
+        meter = Meter(Tally(), verb="copied", stream=stream)
+        async with meter.showing():
+            meter.agents_total = 2
+            await copy_history(
+                source_opened.stores,
+                target_opened.stores,
+                tenants=None,
+                overwrite=stream is pipe,
+                tally=meter.tally,
+                on_agent=meter.agent_done,
+            )
+        assert meter.summary().startswith("copied: agents 2 (2 ")
+    shown = screen.getvalue()
+    for row in ("agents", "runs", "runEvents", "checkpoints"):
+        assert row in shown
+    assert "2/2" in shown
+    assert pipe.getvalue() == ""
+    for opened in (source_opened, target_opened):
+        await opened.close()
