@@ -4,6 +4,7 @@ idempotent, keeping differences unless told, and verified."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import signal
@@ -11,18 +12,22 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from bridge_store.cli import main
 from bridge_store.encryption import new_key_line
+from bridge_store.errors import ConnectError, unavailable
 from bridge_store.lifecycle import walk
 from bridge_store.lifecycle.copy import copy_history
 from bridge_store.lifecycle.items import canonical
 from bridge_store.lifecycle.progress import Meter
-from bridge_store.lifecycle.tally import Tally
+from bridge_store.lifecycle.tally import Outcome, Tally
 from bridge_store.stores import Routes, Stores
+from bridge_store.substores import RunEventStore
+from bridge_store.types import Document
 from tests.support.lifecycle import TENANTS, on_stores, open_memory, seed, snapshot
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
 
@@ -307,5 +312,39 @@ async def test_a_terminal_shows_a_table_per_substore_and_a_pipe_only_the_summary
         assert row in shown
     assert "2/2" in shown
     assert pipe.getvalue() == ""
+    for opened in (source_opened, target_opened):
+        await opened.close()
+
+
+class FailingRestores:
+    """A runEvents substore whose backend goes away after a few restores."""
+
+    def __init__(self, inner: RunEventStore, working: int) -> None:
+        self._inner = inner
+        self.working = working
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def restore(self, tenant: str, run_id: str, events: Sequence[Document]) -> int:
+        if self.working == 0:
+            raise unavailable("runEvents.restore: database unreachable")
+        self.working -= 1
+        return await self._inner.restore(tenant, run_id, events)
+
+
+async def test_an_outage_stops_the_copy_with_the_cause_and_a_rerun_finishes_it() -> None:
+    source_opened, target_opened = await open_memory(), await open_memory()
+    await seed(source_opened.stores, agents=6, runs=2)
+    target = target_opened.stores
+    failing = FailingRestores(target.run_events, working=5)
+    flaky = dataclasses.replace(target, run_events=failing)  # type: ignore[arg-type]
+    with pytest.raises(ConnectError, match="database unreachable"):
+        await copy_history(source_opened.stores, flaky, tenants=None, overwrite=False)
+    failing.working = 1_000
+    tally = await copy_history(source_opened.stores, flaky, tenants=None, overwrite=False)
+    assert tally.total(Outcome.DIFFERENT) == 0
+    assert tally.counts["runEvents"][Outcome.SAME] > 0
+    assert await snapshot(target) == await snapshot(source_opened.stores)
     for opened in (source_opened, target_opened):
         await opened.close()

@@ -60,8 +60,13 @@ async def copy_history(
                 on_agent()
             queue.task_done()
 
-    async with asyncio.TaskGroup() as group:
-        group.create_task(produce())
-        for _ in range(WORKERS):
-            group.create_task(work())
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(produce())
+            for _ in range(WORKERS):
+                group.create_task(work())
+    except* Exception as failed:
+        # The first failure (an outage, typically) stopped the others: report it as
+        # itself, so the command names it in one line.
+        raise failed.exceptions[0] from None
     return sink.tally
