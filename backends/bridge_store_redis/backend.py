@@ -7,8 +7,6 @@ from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
 from bridge_store.errors import ConfigurationError
@@ -35,21 +33,9 @@ def _client(settings: RedisSettings, options: BackendOptions) -> Redis:
         host=settings.host,
         port=settings.port,
         db=settings.db,
-        username=settings.username,
-        password=settings.password,
-        socket_connect_timeout=settings.connect_timeout,
-        socket_timeout=settings.socket_timeout,
-        # A pooled connection cut off by a partition is found dead while idle.
-        socket_keepalive=True,
-        socket_keepalive_options=options.tcp_keepalive(),
-        max_connections=settings.max_connections,
         # How long a call waits for a free pooled connection before `unavailable`.
         timeout=settings.socket_timeout,
-        # No automatic retries: a script whose reply was lost may have run, and running
-        # an append again would store the event twice. Failures surface as
-        # `unavailable`; a dead pooled connection is replaced on the next call.
-        retry=Retry(NoBackoff(), 0),
-        client_name=f"bridge-store:{settings.prefix}",
+        **settings.connection_options(options),
         **tls,
     )
     return Redis(connection_pool=pool)

@@ -4,9 +4,9 @@ with every command bounded and, with ``wait_replicas``, every write replicated.
 redis-py follows MOVED and ASK redirections and TRYAGAIN by itself (the command did
 not run, so asking again is safe) and refreshes its map of the slots when a node
 fails. What it would also retry, a command whose connection broke, is not retried
-here, for the reason the standalone client does not (:mod:`.backend`): an append whose
-reply was lost may have run. Such failures answer ``unavailable`` and the next call
-finds the new topology.
+here, for the reason no connection of this backend is
+(``RedisSettings.connection_options``): an append whose reply was lost may have run.
+Such failures answer ``unavailable`` and the next call finds the new topology.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from typing import Any
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterNode
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import AskError, ClusterError, MovedError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -119,14 +117,6 @@ def cluster_client(settings: RedisSettings, options: BackendOptions) -> BoundedC
         deadline=settings.socket_timeout,
         wait_replicas=settings.wait_replicas,
         startup_nodes=[ClusterNode(host, port) for host, port in settings.nodes],
-        username=settings.username,
-        password=settings.password,
-        socket_connect_timeout=settings.connect_timeout,
-        socket_timeout=settings.socket_timeout,
-        socket_keepalive=True,
-        socket_keepalive_options=options.tcp_keepalive(),
-        max_connections=settings.max_connections,
-        # No retry of a command whose connection failed (see the module docstring).
-        retry=Retry(NoBackoff(), 0),
-        client_name=f"bridge-store:{settings.prefix}",
+        # Without retry of a command whose connection failed (see the module docstring).
+        **settings.connection_options(options),
     )

@@ -34,10 +34,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from bridge_store.errors import ConfigurationError
-from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
+from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 
 CLUSTER_SCHEME = "redis+cluster"
 SCHEMES = ("redis", "rediss", CLUSTER_SCHEME)
@@ -76,6 +77,28 @@ class RedisSettings:
     @property
     def cluster(self) -> bool:
         return bool(self.nodes)
+
+    def connection_options(self, options: BackendOptions) -> dict[str, Any]:
+        """What every connection to this Redis (or to each node of a cluster) is opened with."""
+        # Imported here: parsing a URL must work, and name the extra, without redis-py.
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        return {
+            "username": self.username,
+            "password": self.password,
+            "socket_connect_timeout": self.connect_timeout,
+            "socket_timeout": self.socket_timeout,
+            # A pooled connection cut off by a partition is found dead while idle.
+            "socket_keepalive": True,
+            "socket_keepalive_options": options.tcp_keepalive(),
+            "max_connections": self.max_connections,
+            # No automatic retries: a script whose reply was lost may have run, and
+            # running an append again would store the event twice. Failures surface as
+            # `unavailable`; a dead pooled connection is replaced on the next call.
+            "retry": Retry(NoBackoff(), 0),
+            "client_name": f"bridge-store:{self.prefix}",
+        }
 
 
 def parse_url(url: str, timeout: float = DEFAULT_BACKEND_TIMEOUT) -> RedisSettings:
