@@ -3,6 +3,7 @@ from hypothesis import HealthCheck, settings
 pytest_plugins = [
     "tests.support.postgres",
     "tests.support.redis",
+    "tests.support.real_bridge",
     "tests.support.redis_cluster",
     "tests.support.s3",
 ]

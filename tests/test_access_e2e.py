@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import os
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -30,26 +29,18 @@ from bridge_store.tokens_file import add_token
 from bridge_store_redis.keys import KeySpace
 from bridge_store_s3.settings import parse_url
 from tests.support.bridge_js import BridgeStoreClient, blob, unblob
-from tests.support.sdk_versions import BRIDGE_OVERRIDES, current_install
+from tests.support.sdk_versions import current_install
 from tests.support.server import ServerProcess, serve
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
 
-pytestmark = [pytest.mark.bridge, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.bridge,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("the_installed_bridge"),
+]
 
 API_KEY = "access-e2e-api-key"
 PLANTED_KEY = "planted-blobEncryptionKey-7c1e94d2a0b3"
-
-
-@pytest.fixture(autouse=True)
-def the_installed_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in BRIDGE_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def cursor_api() -> Iterator[CursorApiStub]:
-    with CursorApiStub() as stub:
-        yield stub
 
 
 @pytest.fixture

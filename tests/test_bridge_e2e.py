@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,15 @@ from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
 from tests.support.bridge_js import BridgeStoreClient, blob
 from tests.support.processes import still_running
-from tests.support.sdk_versions import BRIDGE_OVERRIDES, current_install
+from tests.support.sdk_versions import current_install
 from tests.support.server import ServerProcess, serve
 from tests.support.stores import DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND, serve_arguments
 
-pytestmark = [pytest.mark.bridge, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.bridge,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("the_installed_bridge"),
+]
 
 API_KEY = "e2e-api-key"
 #: Bridge writes that follow a finished run land within milliseconds; this only bounds
@@ -40,13 +44,6 @@ API_KEY = "e2e-api-key"
 CONDITION_TIMEOUT_SECONDS = 30.0
 
 StoreArgs = list[str]
-
-
-@pytest.fixture(autouse=True)
-def the_installed_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bridge under test is the installed cursor-sdk's, whatever the environment says."""
-    for name in BRIDGE_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(params=[*DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND])
@@ -65,12 +62,6 @@ def blob_objects_in_s3(
         return None
     prefix = Layout(parse_url(url).prefix).blobs_of_agent(agent_id)
     return len(request.getfixturevalue("s3_server").keys(prefix))
-
-
-@pytest.fixture
-def cursor_api() -> Iterator[CursorApiStub]:
-    with CursorApiStub() as stub:
-        yield stub
 
 
 @pytest.fixture

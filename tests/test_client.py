@@ -755,12 +755,6 @@ def test_sidecar_that_cannot_start_reports_why() -> None:
 # -- the real bridge ------------------------------------------------------------------
 
 
-@pytest.fixture
-def cursor_api() -> Iterator[CursorApiStub]:
-    with CursorApiStub() as stub:
-        yield stub
-
-
 @pytest.mark.bridge
 def test_launch_runs_an_agent_on_the_store_through_the_real_bridge(
     tmp_path: Path, cursor_api: CursorApiStub

@@ -11,7 +11,6 @@ numbered from 1 again.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +21,17 @@ from bridge_store.cli import main
 from bridge_store.client import local_options
 from bridge_store.encryption import new_key_line
 from tests.support.bridge_js import BridgeStoreClient, blob, unblob
-from tests.support.sdk_versions import BRIDGE_OVERRIDES, current_install
+from tests.support.sdk_versions import current_install
 from tests.support.server import serve
 from tests.test_bridge_e2e import API_KEY, start_bridge, wait_until
 
-pytestmark = [pytest.mark.bridge, pytest.mark.slow, pytest.mark.postgres, pytest.mark.s3]
-
-
-@pytest.fixture(autouse=True)
-def the_installed_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in BRIDGE_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def cursor_api() -> Iterator[CursorApiStub]:
-    with CursorApiStub() as stub:
-        yield stub
+pytestmark = [
+    pytest.mark.bridge,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("the_installed_bridge"),
+    pytest.mark.postgres,
+    pytest.mark.s3,
+]
 
 
 def key_file(path: Path) -> Path:

@@ -5,7 +5,6 @@ tests/test_bridge_e2e.py)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import cursor_sdk.errors
@@ -17,23 +16,14 @@ from bridge_store.client import launch
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
 from tests.support.retention import DAY_MS
-from tests.support.sdk_versions import BRIDGE_OVERRIDES
 
-pytestmark = [pytest.mark.bridge, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.bridge,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("the_installed_bridge"),
+]
 
 API_KEY = "retention-api-key"
-
-
-@pytest.fixture(autouse=True)
-def the_installed_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in BRIDGE_OVERRIDES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def cursor_api() -> Iterator[CursorApiStub]:
-    with CursorApiStub() as stub:
-        yield stub
 
 
 @pytest.fixture(
