@@ -115,6 +115,20 @@ def test_a_damaged_archive_is_refused_before_anything_is_written(
     assert not target.exists()
 
 
+def test_an_archive_that_cannot_be_written_is_one_line(
+    archive: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, source = archive
+    capsys.readouterr()
+    output = tmp_path / "missing" / "backup.tar.gz"
+    assert main(["export", *source, "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"bridge-store: cannot write the archive {output}: No such file or directory: "
+        "choose an --output in a directory you can write, with room for the store"
+    ]
+
+
 def test_the_archive_reads_without_bridge_store(archive: tuple[Path, list[str]]) -> None:
     """What docs/archive.md promises, with tarfile, json and hashlib only."""
     path, _ = archive

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from ..errors import ConnectError
+from ..errors import ConfigurationError, ConnectError
 from .transfer import add_store_argument, add_tenant_argument, opened, routes_of, stopped
 
 
@@ -54,5 +54,12 @@ async def _export(args: argparse.Namespace) -> int:
                 )
         except ConnectError as error:
             raise stopped("export", error) from error
+        except OSError as error:
+            # The archive and its spools go next to --output: a directory that is
+            # missing, not writable or full is the user's to fix, not a traceback.
+            raise ConfigurationError(
+                f"cannot write the archive {args.output}: {error.strerror}: "
+                "choose an --output in a directory you can write, with room for the store"
+            ) from None
     print(meter.summary())
     return 0
