@@ -60,7 +60,7 @@ START_TIMEOUT_SECONDS = 60.0
 BUSY_RETRY_SECONDS = 0.005
 BUSY_TIMEOUT_SECONDS = 30.0
 KINDS = ("bridge-store", "builtin")
-#: The histogram of the server's time per CallStore call (bridge_store/metrics.py).
+#: The histogram of the server's time per CallStore call (bridge_store/ops/metrics.py).
 CALL_DURATION = "bridge_store_call_duration_seconds"
 #: Wait after the last turn so calls the bridge makes just after it are counted.
 SETTLE_SECONDS = 0.2

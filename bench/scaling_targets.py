@@ -19,12 +19,12 @@ from typing import Any
 
 from bench import services
 from bench.servers import start_child
-from bridge_store import jsontext
-from bridge_store.auth import DEFAULT_TENANT
 from bridge_store.conformance.harness import agent, run
 from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.substores import Backend, RunPosition, stored_event
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
 BASE_MS = 1_700_000_000_000
@@ -265,7 +265,7 @@ class RedisTarget(Target):
         # The members APPEND_EVENT writes, written with pipelined ZADDs.
         import redis.asyncio
 
-        from bridge_store.jsontext import dumps
+        from bridge_store.wire.jsontext import dumps
         from bridge_store_redis.events import SEQ_WIDTH
         from bridge_store_redis.keys import KeySpace, utf8
 
@@ -306,7 +306,7 @@ class S3Target(Target):
 
     async def load_events(self, backend: Backend, run_id: str, count: int) -> None:
         # The objects an append writes, put concurrently at their final keys.
-        from bridge_store.jsontext import dumps
+        from bridge_store.wire.jsontext import dumps
         from bridge_store_s3.backend import S3Backend
 
         assert isinstance(backend, S3Backend)

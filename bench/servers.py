@@ -172,10 +172,10 @@ def ceiling_app() -> Any:
     messages). No router, no auth, no dispatch, no store. A body the codec refuses
     gets the Connect error the real path would give.
     """
-    from bridge_store._codecs import CODECS
     from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
     from bridge_store.connect import Reply, error_response, read_body
     from bridge_store.errors import ConnectError
+    from bridge_store.wire._codecs import CODECS
 
     codec = CODECS["json"]
     answer = Reply(200, CEILING_RESPONSE, codec.media_type)

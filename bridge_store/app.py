@@ -13,24 +13,24 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .auth import Principal
-from .availability import BACKEND_FAILURES, BackendAvailability
 from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
-from .metrics import BackendView, Metrics, MetricsEndpoint
-from .observe import CallObserver
+from .ops.availability import BACKEND_FAILURES, BackendAvailability
+from .ops.metrics import BackendView, Metrics, MetricsEndpoint
+from .ops.observe import CallObserver
+from .ops.readiness import READY_PATH, ServedBackend, readiness_report
 from .plugins import get_plugin_manager
-from .readiness import READY_PATH, ServedBackend, readiness_report
-from .sealed_stores import seal_stores
+from .security.auth import Principal
+from .security.sealed_stores import seal_stores
 from .stores import OpenStores, ResolvedStores, Stores, resolve
 from .types import Answer
 from .urls import redact
 
 if TYPE_CHECKING:
-    from .tracing import Tracing
+    from .ops.tracing import Tracing
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"

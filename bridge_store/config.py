@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._compression import DEFAULT_COMPRESS_MIN_BYTES
-from .auth import TokenRegistry
-from .encryption import Keyring
 from .errors import ConfigurationError
 from .lifecycle.retain import RetentionSettings
+from .security.auth import TokenRegistry
+from .security.encryption import Keyring
 from .stores import Routes
 from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from .wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
 READY_PREFIX = "bridge-store ready "

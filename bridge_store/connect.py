@@ -21,18 +21,18 @@ from typing import Any, Protocol
 
 from starlette.types import Message, Receive, Scope, Send
 
-from ._codecs import CODECS, CallStoreCall, Codec
-from ._compression import (
+from .errors import Code, ConnectError, invalid_argument
+from .failures import log_failure
+from .security.auth import Principal, TokenRegistry
+from .types import Answer, Document
+from .wire._codecs import CODECS, CallStoreCall, Codec
+from .wire._compression import (
     DEFAULT_COMPRESS_MIN_BYTES,
     compress,
     gunzip,
     should_compress,
     too_large,
 )
-from .auth import Principal, TokenRegistry
-from .errors import Code, ConnectError, invalid_argument
-from .failures import log_failure
-from .types import Answer, Document
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
 PROTOCOL_VERSION = "1"
@@ -140,7 +140,7 @@ def bearer_principal(header: str | None, tokens: TokenRegistry) -> Principal | N
     if scheme.lower() != "bearer":
         return None
     # latin-1 gives back the header's raw bytes; the registry compares digests in
-    # constant time (see bridge_store.auth).
+    # constant time (see bridge_store.security.auth).
     return tokens.resolve(given.strip().encode("latin-1"))
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import audit
 from . import contract as c
-from .auth import Principal, Scope
 from .errors import Code, ConnectError
+from .security import audit
+from .security.auth import Principal, Scope
 from .stores import Stores
 from .substores import agent_position, run_position
 from .types import Answer, Document

@@ -2,7 +2,7 @@
 
 A backend implements :class:`Backend` and the substore protocols. Besides this
 module it needs only :mod:`bridge_store.errors` (the errors it raises),
-:mod:`bridge_store.jsontext` (how documents become bytes) and ``hookimpl`` (from
+:mod:`bridge_store.wire.jsontext` (how documents become bytes) and ``hookimpl`` (from
 :mod:`bridge_store`) to register.
 
 The contract layer (:mod:`bridge_store.contract`) validates every request before it
@@ -12,7 +12,7 @@ to store them. Backends report the contract's errors by raising
 outages as ``unavailable``.
 
 Every substore method takes ``tenant`` first: the tenant of the token that made the
-call (a name matching :data:`bridge_store.auth.TENANT_PATTERN`, already checked).
+call (a name matching :data:`bridge_store.security.auth.TENANT_PATTERN`, already checked).
 Items of different tenants are independent: the same agent id or run id in two
 tenants are two items, and no method may read, list, change or delete another
 tenant's items, whatever its filter (an empty delete filter means every item *of the

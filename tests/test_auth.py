@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge_store.auth import (
+from bridge_store.security.auth import (
     DEFAULT_TENANT,
     Principal,
     Scope,
@@ -20,7 +20,7 @@ from bridge_store.auth import (
     is_valid_tenant,
     token_digest,
 )
-from bridge_store.tokens_file import add_token, load_entries, revoke_token
+from bridge_store.security.tokens_file import add_token, load_entries, revoke_token
 
 
 class Clock:
@@ -123,7 +123,7 @@ def test_a_file_that_fails_to_parse_keeps_the_previous_tokens(
     registry = registry_of(path, clock)
     path.write_text(good.replace('scope = "write"', 'scope = "root"'))
     clock.now += 2
-    with caplog.at_level(logging.ERROR, logger="bridge_store.auth"):
+    with caplog.at_level(logging.ERROR, logger="bridge_store.security.auth"):
         assert registry.resolve(alice.encode()) is not None
     [record] = caplog.records
     assert "previous tokens stay" in record.getMessage()

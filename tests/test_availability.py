@@ -65,7 +65,7 @@ def status_of(base_url: str, substore: str, method: str, data: Any) -> int:
 def test_an_outage_and_its_recovery_are_logged_once_each(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="bridge_store.availability")
+    caplog.set_level(logging.INFO, logger="bridge_store.ops.availability")
     routes = Routes(
         agents=FLAKY_URL, runs="memory://", run_events="memory://", checkpoints=FLAKY_URL
     )
@@ -98,7 +98,7 @@ def test_an_outage_and_its_recovery_are_logged_once_each(
     lines = [
         (record.levelname, record.getMessage())
         for record in caplog.records
-        if record.name == "bridge_store.availability"
+        if record.name == "bridge_store.ops.availability"
     ]
     assert [level for level, _ in lines] == ["WARNING", "INFO", "WARNING"]
     assert lines[0][1] == (

@@ -14,8 +14,8 @@ from bench.load_report import Row, judge, open_loop_table, table
 from bench.loadgen import LoadResult
 from bench.openloop import OpenLoopResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
-from bridge_store._codecs import MAX_DEPTH
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.wire._codecs import MAX_DEPTH
 from tests.support.inprocess import running
 
 NO_ERRORS = {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}

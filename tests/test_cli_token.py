@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge_store.auth import Scope
 from bridge_store.cli import main
 from bridge_store.errors import Code, ConnectError
-from bridge_store.tokens_file import add_token
+from bridge_store.security.auth import Scope
+from bridge_store.security.tokens_file import add_token
 from tests.support.server import StoreHttpClient, serve
 
 AGENT = {"agentId": "agent-1", "cwd": "/w", "updatedAt": 1, "status": "idle"}

@@ -29,7 +29,6 @@ import httpx
 import pytest
 
 from bench.cursor_api import MODEL_ID, CursorApiStub
-from bridge_store.auth import Scope
 from bridge_store.cli.bridge import bridge_main
 from bridge_store.client import (
     BRIDGE_READY_PREFIX,
@@ -48,8 +47,9 @@ from bridge_store.client import (
 from bridge_store.client._process import StderrPump
 from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
-from bridge_store.tokens import TOKEN_ENV, load_or_generate, read_auth_token
-from bridge_store.tokens_file import add_token
+from bridge_store.security.auth import Scope
+from bridge_store.security.tokens import TOKEN_ENV, load_or_generate, read_auth_token
+from bridge_store.security.tokens_file import add_token
 from tests.support.processes import descendants, running, still_running
 from tests.support.server import StoreHttpClient
 

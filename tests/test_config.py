@@ -21,7 +21,7 @@ from bridge_store.cli.settings import SETTING_ENV, chosen_parser, read_config_fi
 from bridge_store.cli.store_options import routes_from
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.tokens import TOKEN_ENV
+from bridge_store.security.tokens import TOKEN_ENV
 
 
 def config_file(tmp_path: Path, text: str) -> str:

@@ -23,9 +23,7 @@ import httpx
 import pytest
 from google.protobuf import struct_pb2
 
-from bridge_store import _codecs, _compression, hookimpl
-from bridge_store._codecs import MAX_DEPTH
-from bridge_store._compression import DEFAULT_COMPRESS_MIN_BYTES, should_compress
+from bridge_store import hookimpl
 from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
@@ -36,6 +34,9 @@ from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes
 from bridge_store.types import Document
+from bridge_store.wire import _codecs, _compression
+from bridge_store.wire._codecs import MAX_DEPTH
+from bridge_store.wire._compression import DEFAULT_COMPRESS_MIN_BYTES, should_compress
 from bridge_store_memory import MemoryBackend
 from bridge_store_memory.backend import MemoryAgents
 from tests.support.inprocess import running

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.encryption import new_key_line
 from bridge_store.errors import ConnectError, unavailable
 from bridge_store.lifecycle import walk
 from bridge_store.lifecycle.copy import copy_history
 from bridge_store.lifecycle.items import canonical
 from bridge_store.lifecycle.progress import Meter
 from bridge_store.lifecycle.tally import Outcome, Tally
+from bridge_store.security.encryption import new_key_line
 from bridge_store.stores import Routes, Stores
 from bridge_store.substores import RunEventStore
 from bridge_store.types import Document

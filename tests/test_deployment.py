@@ -25,10 +25,10 @@ import yaml
 
 from bridge_store.cli import build_parser
 from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
+from bridge_store.ops.readiness import READY_PATH
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.readiness import READY_PATH
+from bridge_store.security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from bridge_store.stores import resolve
-from bridge_store.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from tests.support.dockerfile import ROOT, Dockerfile
 from tests.support.probes import LOOPBACK_URL, ProbeTargets, probe_targets
 

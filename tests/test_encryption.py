@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge_store.encryption import (
+from bridge_store.errors import Code, ConfigurationError, ConnectError
+from bridge_store.security.encryption import (
     MAGIC,
     TEXT_MAGIC,
     Identity,
@@ -18,7 +19,6 @@ from bridge_store.encryption import (
     load_keyring,
     parse_key,
 )
-from bridge_store.errors import Code, ConfigurationError, ConnectError
 
 KEY_A, KEY_B = os.urandom(32), os.urandom(32)
 BLOB = Identity("team-a", "agent-1", "blob-1")

@@ -26,9 +26,9 @@ from bridge_store.app import create_app
 from bridge_store.cli.serving import UVICORN_SETTINGS
 from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.http_guard import guarded_protocol
-from bridge_store.http_limits import RESERVED_FILE_DESCRIPTORS, HttpLimits, connection_cap
 from bridge_store.stores import Routes
+from bridge_store.wire.http_guard import guarded_protocol
+from bridge_store.wire.http_limits import RESERVED_FILE_DESCRIPTORS, HttpLimits, connection_cap
 from tests.support.inprocess import running
 
 TOKEN = "http-guard-test-token"

@@ -27,10 +27,10 @@ from bridge_store.cli import parse_args
 from bridge_store.cli.serving import GRACEFUL_SHUTDOWN_SECONDS
 from bridge_store.cli.settings import SETTING_ENV
 from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_ENV, routes_from
+from bridge_store.ops.readiness import READY_PATH
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.readiness import READY_PATH
+from bridge_store.security.tokens import TOKEN_ENV
 from bridge_store.stores import resolve
-from bridge_store.tokens import TOKEN_ENV
 from bridge_store.urls import redact
 from tests.support.dockerfile import ROOT, Dockerfile
 from tests.support.probes import LOOPBACK_URL, ProbeTargets, probe_targets

@@ -18,8 +18,8 @@ from bridge_store import hookimpl
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.errors import unavailable
+from bridge_store.ops.readiness import READY_PATH
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.readiness import READY_PATH
 from bridge_store.stores import Routes
 from bridge_store_memory import MemoryBackend
 from tests.support.inprocess import running

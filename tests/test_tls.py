@@ -35,7 +35,7 @@ from bridge_store.client import (
 from bridge_store.client.trust import NODE_CA_ENV
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
-from bridge_store.tokens import TOKEN_ENV
+from bridge_store.security.tokens import TOKEN_ENV
 from tests.support.certificates import Authority, Issued
 from tests.support.sdk_versions import BRIDGE_OVERRIDES
 

@@ -17,7 +17,7 @@ import pytest
 from bridge_store.config import READY_PREFIX
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
-from bridge_store.tokens import (
+from bridge_store.security.tokens import (
     DEFAULT_TOKEN_FILE,
     MIN_TOKEN_LENGTH,
     TOKEN_ENV,
@@ -64,7 +64,7 @@ def test_a_token_file_another_process_created_is_never_replaced(tmp_path: Path) 
 def test_a_token_file_others_can_read_is_warned_about_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="bridge_store.tokens")
+    caplog.set_level(logging.WARNING, logger="bridge_store.security.tokens")
     token_file = tmp_path / "token"
     token_file.write_text(STRONG + "\n")
     token_file.chmod(0o640)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge_store.auth import Scope, token_digest
 from bridge_store.errors import ConfigurationError
-from bridge_store.tokens_file import add_token, load_entries, parse_entries, revoke_token
+from bridge_store.security.auth import Scope, token_digest
+from bridge_store.security.tokens_file import add_token, load_entries, parse_entries, revoke_token
 
 GOOD = """
 [[token]]

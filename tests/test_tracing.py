@@ -21,8 +21,8 @@ from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
+from bridge_store.ops.tracing import SPAN_NAME, Tracing, tracing_from_environment
 from bridge_store.stores import Routes
-from bridge_store.tracing import SPAN_NAME, Tracing, tracing_from_environment
 from tests.support.inprocess import running
 
 TOKEN = "tracing-test-token"
@@ -209,7 +209,7 @@ def test_asked_for_without_the_extra_it_warns_and_stays_off(
         return None
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with caplog.at_level(logging.WARNING, logger="bridge_store.tracing"):
+    with caplog.at_level(logging.WARNING, logger="bridge_store.ops.tracing"):
         assert tracing_from_environment({"OTEL_TRACES_EXPORTER": "console"}) is None
     assert "pip install 'bridge-store[otel]'" in caplog.text
 
@@ -221,7 +221,7 @@ def test_without_tracing_nothing_imports_opentelemetry() -> None:
         "from bridge_store.cli import build_parser\n"
         "from bridge_store.config import ServerConfig\n"
         "from bridge_store.stores import Routes\n"
-        "from bridge_store.tracing import tracing_from_environment\n"
+        "from bridge_store.ops.tracing import tracing_from_environment\n"
         "build_parser()\n"
         "assert tracing_from_environment({}) is None\n"
         "create_app(ServerConfig(routes=Routes.single('memory://'), auth_token='t'))\n"

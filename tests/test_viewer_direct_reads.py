@@ -15,7 +15,7 @@ import pytest
 from bridge_store.app import create_app
 from bridge_store.cli import main
 from bridge_store.config import READY_PREFIX, ServerConfig
-from bridge_store.encryption import Keyring, key_id, parse_key
+from bridge_store.security.encryption import Keyring, key_id, parse_key
 from bridge_store.stores import Routes
 
 from .support.history import ANSWER, FINISHED_RUN, LOGIN_AGENT, PROMPT, history_calls

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bridge_store.auth import local_principal
 from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager
+from bridge_store.security.auth import local_principal
 from bridge_store.stores import Routes, Stores, open_stores
 from bridge_store.substores import AgentPosition
 from bridge_store.viewer import queries

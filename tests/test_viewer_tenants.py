@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from bridge_store.app import create_app
-from bridge_store.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
 
 from .support.history import (

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from bridge_store.app import create_app
-from bridge_store.auth import TokenRegistry
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
+from bridge_store.security.auth import TokenRegistry
 from bridge_store.stores import Routes
 from bridge_store.viewer.session import CSRF_COOKIE, SESSION_COOKIE
 from bridge_store.viewer.standalone import create_ui_app

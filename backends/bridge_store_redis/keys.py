@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge_store.auth import DEFAULT_TENANT
+from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.substores import SUBSTORE_NAMES
 
 INT_WIDTH = 16

@@ -22,9 +22,9 @@ from typing import Literal
 from redis.asyncio import Redis, RedisCluster
 
 from bridge_store.errors import already_exists, not_found
-from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import RunPosition, run_position
 from bridge_store.types import Document
+from bridge_store.wire.jsontext import dumps, loads_document
 
 from ._rows import Range, RowTable, Tenants, tenants_holding
 from .errors import redis_errors

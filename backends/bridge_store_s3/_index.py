@@ -36,8 +36,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from bridge_store.errors import ConnectError, already_exists, not_found, unavailable
-from bridge_store.jsontext import dumps, loads_document
 from bridge_store.types import Document
+from bridge_store.wire.jsontext import dumps, loads_document
 
 from ._bucket import Bucket, Listed, backoff
 from .errors import PreconditionFailed

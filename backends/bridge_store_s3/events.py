@@ -29,9 +29,9 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
 from bridge_store.errors import unavailable
-from bridge_store.jsontext import dumps, loads_document
 from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
+from bridge_store.wire.jsontext import dumps, loads_document
 
 from ._bucket import Bucket
 from ._index import MAX_CONFLICTS, new_rev

@@ -11,7 +11,7 @@ import builtins
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Generic, TypeVar
 
-from bridge_store.auth import DEFAULT_TENANT
+from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.substores import AgentPosition, BlobRef, RunPosition
 from bridge_store.types import Document
 

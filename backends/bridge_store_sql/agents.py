@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from bridge_store import jsontext
 from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import AgentPosition
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 from . import keyset
 from .engine import Database

@@ -21,9 +21,9 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
-from bridge_store import jsontext
 from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 from .engine import Database, Work
 from .filters import one_of, tenants_of

@@ -220,7 +220,7 @@ class PostgresDatabase(Database):
             return connection
 
         # Looked up when called, not imported by name: tracing's SQLAlchemy
-        # instrumentation (bridge_store.tracing) wraps the module's function.
+        # instrumentation (bridge_store.ops.tracing) wraps the module's function.
         engine = sqlalchemy.ext.asyncio.create_async_engine(
             "postgresql+asyncpg://",
             async_creator=connect,

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from ..client import BRIDGE_BIN_ENV, Session, launch
 from ..errors import ConfigurationError
-from ..tokens import TOKEN_ENV, read_auth_token
+from ..security.tokens import TOKEN_ENV, read_auth_token
 from .store_options import STORE_FLAG_ENV, add_store_arguments
 
 

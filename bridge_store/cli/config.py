@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
+from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from ..urls import redact
 from . import serve
 from .settings import SETTING_ENV, key_of, settings_of

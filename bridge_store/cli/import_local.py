@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ..auth import DEFAULT_TENANT, check_tenant
 from ..errors import Code, ConfigurationError, ConnectError
+from ..security.auth import DEFAULT_TENANT, check_tenant
 from .transfer import add_store_argument, opened, report, routes_of, stopped
 
 if TYPE_CHECKING:

@@ -13,12 +13,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..encryption import KEY_FILE_ENV, Keyring, load_keyring, new_key_line
 from ..errors import ConfigurationError
 from ..plugins import get_plugin_manager
-from ..rotation import rotate
+from ..security.encryption import KEY_FILE_ENV, Keyring, load_keyring, new_key_line
+from ..security.rotation import rotate
+from ..security.tokens import write_private
 from ..stores import resolve
-from ..tokens import write_private
 from .store_options import add_store_arguments, routes_from
 
 

@@ -7,12 +7,12 @@ import asyncio
 import time
 from datetime import UTC, datetime
 
-from ..auth import check_tenant
 from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.durations import age_argument, age_text, describe_age, parse_age
 from ..lifecycle.prune import PRUNABLE_STATUSES, AgentFigures, PruneCriteria, PruneReport, prune
 from ..lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
 from ..plugins import get_plugin_manager
+from ..security.auth import check_tenant
 from ..stores import resolve
 from .store_options import add_store_arguments, routes_from
 

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..auth import DEFAULT_TENANT, check_tenant, local_principal
-from ..encryption import KEY_FILE_ENV, Keyring
 from ..errors import ConfigurationError, ConnectError
-from ..tokens import TOKEN_ENV, read_auth_token
+from ..security.auth import DEFAULT_TENANT, check_tenant, local_principal
+from ..security.encryption import KEY_FILE_ENV, Keyring
+from ..security.tokens import TOKEN_ENV, read_auth_token
 from .keys import keyring_from
 from .store_options import add_store_arguments, routes_from, store_urls
 
@@ -72,7 +72,7 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
 @asynccontextmanager
 async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
     from ..plugins import get_plugin_manager
-    from ..sealed_stores import seal_stores
+    from ..security.sealed_stores import seal_stores
     from ..stores import open_stores
     from ..viewer.reader import HistoryReader, RemoteCallStore, in_process
 

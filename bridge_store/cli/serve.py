@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from .._compression import DEFAULT_COMPRESS_MIN_BYTES
-from ..auth import TokenRegistry
 from ..config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
-from ..encryption import KEY_FILE_ENV
 from ..errors import ConfigurationError
-from ..http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from ..plugins import get_plugin_manager
+from ..security.auth import TokenRegistry
+from ..security.encryption import KEY_FILE_ENV
+from ..security.tokens import TOKEN_ENV, load_or_generate
+from ..security.tokens_file import TOKENS_FILE_ENV, open_registry
 from ..stores import ResolvedStores, Routes, resolve
 from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
-from ..tokens import TOKEN_ENV, load_or_generate
-from ..tokens_file import TOKENS_FILE_ENV, open_registry
+from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
+from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .keys import keyring_from
 from .prune import add_retain_arguments, retention_from
 from .settings import add_config_argument
@@ -30,7 +30,7 @@ from .store_options import add_store_arguments, routes_from
 from .tls import add_tls_arguments, uvicorn_tls
 
 if TYPE_CHECKING:
-    from ..tracing import Tracing
+    from ..ops.tracing import Tracing
 
 DEFAULT_PORT = 8787
 
@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
     # uvicorn, Starlette, the app and its metrics load only for serve.
     import logging.config
 
-    from ..logs import logging_config
-    from ..tracing import tracing_from_environment
+    from ..ops.logs import logging_config
+    from ..ops.tracing import tracing_from_environment
     from .serving import listen
 
     # First: whatever start-up logs goes out in the chosen format.
@@ -229,7 +229,7 @@ def _serve_on(
     import uvicorn
 
     from ..app import create_app
-    from ..http_guard import guarded_protocol
+    from ..wire.http_guard import guarded_protocol
     from .serving import UVICORN_SETTINGS, run_announcing
 
     registry, generated_token_file = _token_registry(args, os.environ)

@@ -21,8 +21,8 @@ import uvicorn
 
 from ..config import READY_PREFIX
 from ..errors import ConfigurationError
-from ..http_guard import guarded_protocol
-from ..http_limits import HttpLimits
+from ..wire.http_guard import guarded_protocol
+from ..wire.http_limits import HttpLimits
 
 #: How long in-flight requests may take to finish after SIGTERM/SIGINT.
 GRACEFUL_SHUTDOWN_SECONDS = 30

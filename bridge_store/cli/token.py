@@ -10,9 +10,9 @@ import argparse
 import os
 from pathlib import Path
 
-from ..auth import TOKEN_NAME_PATTERN, Scope, is_valid_tenant
 from ..errors import ConfigurationError
-from ..tokens_file import TOKENS_FILE_ENV, add_token, load_entries, revoke_token
+from ..security.auth import TOKEN_NAME_PATTERN, Scope, is_valid_tenant
+from ..security.tokens_file import TOKENS_FILE_ENV, add_token, load_entries, revoke_token
 
 #: Hex digits of a digest ``token list`` shows: enough to tell entries apart, too few
 #: to be worth anything to someone who reads the screen.

@@ -6,10 +6,10 @@ import argparse
 import os
 
 from .. import __version__
-from ..auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
 from ..plugins import get_plugin_manager
+from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
+from ..security.tokens import TOKEN_ENV, load_or_generate
 from ..stores import resolve
-from ..tokens import TOKEN_ENV, load_or_generate
 from ..viewer import UI_PATH
 from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
 from .store_options import add_store_arguments, routes_from

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from ..config import READY_PREFIX
 from ..errors import EXIT_UNREACHABLE, ConfigurationError
-from ..tokens import TOKEN_ENV, new_token
+from ..security.tokens import TOKEN_ENV, new_token
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
 from .trust import tls_context
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pluggy
 
-from bridge_store.auth import DEFAULT_TENANT, Principal, Scope
 from bridge_store.contract import MAX_KEY_BYTES
 from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
+from bridge_store.security.auth import DEFAULT_TENANT, Principal, Scope
 from bridge_store.stores import Stores
 from bridge_store.types import Document
 

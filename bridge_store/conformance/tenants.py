@@ -11,8 +11,8 @@ import asyncio
 import base64
 from typing import Any
 
-from bridge_store.auth import Scope
 from bridge_store.errors import Code
+from bridge_store.security.auth import Scope
 
 from .base import ConformanceBase
 from .harness import StoreClient, agent, list_all, run

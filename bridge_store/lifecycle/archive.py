@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge_store import jsontext
 from bridge_store.substores import SubstoreName
+from bridge_store.wire import jsontext
 
 FORMAT = "bridge-store-archive"
 VERSION = 1

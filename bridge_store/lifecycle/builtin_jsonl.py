@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from bridge_store import jsontext
 from bridge_store.contract import validate_agent, validate_run
 from bridge_store.errors import ConnectError
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 from .builtin import EVENTS_PAGE, UnreadableStore, iso_ms
 from .items import AgentItem, BlobItem, BlobReader, EventsItem, Item, RunItem

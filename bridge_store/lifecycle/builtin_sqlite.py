@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from bridge_store import jsontext
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 from .builtin import EVENTS_PAGE, UnreadableStore, iso_ms
 from .items import AgentItem, BlobItem, BlobReader, EventsItem, Item, RunItem

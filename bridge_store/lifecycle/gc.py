@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import audit
-from ..auth import Principal, Scope
 from ..contract import MAX_LIMIT
+from ..security import audit
+from ..security.auth import Principal, Scope
 from ..stores import Stores
 from ..substores import BlobRef, RunPosition, run_position
 from ..types import Document

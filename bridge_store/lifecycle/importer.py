@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from bridge_store import jsontext
 from bridge_store.contract import MAX_LIMIT
 from bridge_store.stores import Stores
 from bridge_store.substores import SUBSTORE_NAMES
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 from .archive import (
     CHECKPOINTS_DIR,

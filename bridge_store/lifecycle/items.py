@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from bridge_store import jsontext
 from bridge_store.substores import SubstoreName
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import audit
-from ..auth import Principal, Scope
 from ..contract import MAX_LIMIT
+from ..security import audit
+from ..security.auth import Principal, Scope
 from ..stores import Stores
 from ..substores import AgentPosition, BlobRef, RunPosition, run_position
 from ..types import Document

@@ -58,7 +58,7 @@ class RetentionSettings:
 
 
 class RetentionCounts:
-    """What the passes did so far; the metrics read it (see :mod:`bridge_store.metrics`)."""
+    """What the passes did so far; the metrics read it (see :mod:`bridge_store.ops.metrics`)."""
 
     def __init__(self) -> None:
         self.passes = {"pruned": 0, "skipped": 0, "failed": 0}

@@ -20,11 +20,11 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO
 
-from bridge_store import jsontext
 from bridge_store.errors import Code, ConnectError
 from bridge_store.stores import Stores
 from bridge_store.substores import SubstoreName
 from bridge_store.types import Document
+from bridge_store.wire import jsontext
 
 from .items import AgentItem, BlobItem, EventsItem, Item, RunItem, canonical
 from .tally import Outcome, Tally

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
 
-from ..auth import Principal, TokenRegistry
+from ..security.auth import Principal, TokenRegistry
 from ..stores import Stores
 from .pages import Context
 from .reader import HistoryReader, in_process

@@ -20,10 +20,10 @@ import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from ..auth import Principal
 from ..connect import CALL_STORE_PATH
 from ..dispatch import call_store
 from ..errors import Code, ConnectError, unavailable
+from ..security.auth import Principal
 from ..stores import Stores
 from ..types import Document
 

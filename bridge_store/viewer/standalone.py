@@ -16,10 +16,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from ..auth import TokenRegistry
-from ..encryption import Keyring
 from ..errors import unavailable
-from ..sealed_stores import seal_stores
+from ..security.auth import TokenRegistry
+from ..security.encryption import Keyring
+from ..security.sealed_stores import seal_stores
 from ..stores import Routes, Stores, open_stores
 from . import UI_PATH
 from .app import create_viewer

@@ -26,9 +26,9 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import jsontext
 from ..errors import ConnectError, invalid_argument
 from ..types import Document
+from ..wire import jsontext
 from . import pages, templating
 from .markdown import transcript_markdown
 from .session import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .stores import Stores
-from .substores import BlobRef, CheckpointStore
+from ..stores import Stores
+from ..substores import BlobRef, CheckpointStore
 
 
 class StoreCounts:

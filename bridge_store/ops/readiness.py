@@ -18,9 +18,9 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .errors import ConnectError
-from .substores import Backend
-from .urls import redact
+from ..errors import ConnectError
+from ..substores import Backend
+from ..urls import redact
 
 READY_PATH = "/readyz"
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .contract import MAX_LIMIT
+from ..contract import MAX_LIMIT
+from ..stores import Stores
+from ..substores import AgentPosition, BlobRef, agent_position
 from .encryption import Identity, Keyring
 from .sealed_stores import METADATA, open_agent, seal_agent
-from .stores import Stores
-from .substores import AgentPosition, BlobRef, agent_position
 
 
 @dataclass

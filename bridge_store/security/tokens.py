@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 TOKEN_ENV = "BRIDGE_STORE_AUTH_TOKEN"  # noqa: S105 - a variable name, not a secret
 DEFAULT_TOKEN_FILE = "bridge-store.token"  # noqa: S105 - a file name, not a secret

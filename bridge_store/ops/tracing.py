@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import ASGIApp
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 from .metrics import OK
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def tracing_from_environment(environ: Mapping[str, str]) -> Tracing | None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from . import __version__
+    from .. import __version__
 
     resource = Resource.create({"service.version": __version__})
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):

@@ -2,7 +2,7 @@
 
 A bearer token resolves to a :class:`Principal`: the token's name (for logs and
 metrics, never the token), the tenant whose items it reads and writes, and its scope.
-Tokens are kept only as SHA-256 digests (:mod:`bridge_store.tokens_file` reads and
+Tokens are kept only as SHA-256 digests (:mod:`bridge_store.security.tokens_file` reads and
 writes them). The one-token shorthand (``BRIDGE_STORE_AUTH_TOKEN`` or
 ``--auth-token-file``) is a registry of one entry: tenant ``default``, scope ``admin``.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 

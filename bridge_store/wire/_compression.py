@@ -6,7 +6,7 @@ import asyncio
 import gzip
 import zlib
 
-from .errors import Code, ConnectError, invalid_argument
+from ..errors import Code, ConnectError, invalid_argument
 
 #: Responses smaller than this go out uncompressed (``serve --gzip-min-bytes``). A store
 #: usually sits on loopback (a sidecar) or a fast LAN, where gzip costs more time than

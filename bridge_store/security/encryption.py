@@ -1,7 +1,7 @@
 """Encryption at rest: AES-256-GCM over sdkMetadata and checkpoint blobs.
 
 The server seals these before any backend sees them and opens them on the way out
-(:mod:`bridge_store.sealed_stores`), so every backend stores ciphertext alike. Sealed
+(:mod:`bridge_store.security.sealed_stores`), so every backend stores ciphertext alike. Sealed
 forms carry a format version and the id of the key that sealed them, so keys rotate:
 a key file lists several keys, the first seals, all open. Items stored before a key
 was set have no seal and are returned as they are (``keys rotate`` seals them).
@@ -31,8 +31,8 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from . import jsontext
-from .errors import Code, ConfigurationError, ConnectError
+from ..errors import Code, ConfigurationError, ConnectError
+from ..wire import jsontext
 
 #: Starts every sealed blob: a non-ASCII first byte and CR LF / ^Z / LF (as PNG's magic
 #: does), so neither text nor any common binary format starts with it by accident.

@@ -7,7 +7,7 @@ through logging's last-resort handler.
 
 JSON lines carry ``time`` (UTC, ISO 8601), ``level``, ``logger`` and ``message``, and
 for a record made while a CallStore call runs its ``request_id``, ``substore`` and
-``method`` (from :data:`~bridge_store.observe.CURRENT_CALL`); the access line of a
+``method`` (from :data:`~bridge_store.ops.observe.CURRENT_CALL`); the access line of a
 call adds ``code`` and ``duration_ms``. The formatter is written here rather than
 taken from python-json-logger: it is a dozen lines over ``orjson``, already a
 dependency, and the field names are ours either way.
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .connect import CALL_STORE_PATH
+from ..connect import CALL_STORE_PATH
 from .observe import CURRENT_CALL
 
 LOG_FORMATS = ("text", "json")

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .types import Document
+from ..types import Document
 
 
 def dumps(value: Any, *, allow_nan: bool = True) -> bytes:

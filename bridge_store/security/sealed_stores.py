@@ -2,7 +2,7 @@
 
 :func:`seal_stores` wraps the agents and checkpoints substores of any backend: an
 agent's ``sdkMetadata`` and every checkpoint blob reach the backend sealed
-(:mod:`bridge_store.encryption`), runs and run events pass through. Backends need
+(:mod:`bridge_store.security.encryption`), runs and run events pass through. Backends need
 know nothing about it, so every backend, built-in or plugin, stores ciphertext.
 """
 
@@ -12,10 +12,10 @@ import builtins
 import dataclasses
 from collections.abc import Sequence
 
+from ..stores import Stores
+from ..substores import AgentPosition, AgentStore, BlobRef, CheckpointStore
+from ..types import Document
 from .encryption import Identity, Keyring
-from .stores import Stores
-from .substores import AgentPosition, AgentStore, BlobRef, CheckpointStore
-from .types import Document
 
 METADATA = "sdkMetadata"
 

@@ -10,7 +10,7 @@
 
 The token itself is never stored: whoever reads the file learns names, tenants and
 scopes, not a credential. ``bridge-store token add`` writes entries; a running server
-re-reads the file when it changes (see :class:`bridge_store.auth.TokenRegistry`).
+re-reads the file when it changes (see :class:`bridge_store.security.auth.TokenRegistry`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigurationError
 from .auth import (
     TOKEN_NAME_PATTERN,
     Scope,
@@ -28,7 +29,6 @@ from .auth import (
     is_valid_tenant,
     token_digest,
 )
-from .errors import ConfigurationError
 from .tokens import new_token, write_private
 
 #: Names the tokens file when ``--tokens-file`` is not given.

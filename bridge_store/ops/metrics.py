@@ -45,12 +45,12 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from .auth import Scope as TokenScope
-from .auth import TokenRegistry
-from .connect import bearer_principal
-from .lifecycle.retain import RetentionCounts
+from ..connect import bearer_principal
+from ..lifecycle.retain import RetentionCounts
+from ..security.auth import Scope as TokenScope
+from ..security.auth import TokenRegistry
+from ..substores import PoolStats
 from .metered import StoreCounts
-from .substores import PoolStats
 
 #: The label value of a substore or method outside the method table, and of requests
 #: refused before their body named one (bad token, unknown content type, too large).

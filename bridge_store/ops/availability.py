@@ -15,9 +15,9 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 
-from .errors import Code, ConnectError
-from .stores import Routes
-from .urls import redact
+from ..errors import Code, ConnectError
+from ..stores import Routes
+from ..urls import redact
 
 logger = logging.getLogger(__name__)
 

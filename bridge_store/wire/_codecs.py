@@ -18,13 +18,13 @@ import orjson
 from google.protobuf import struct_pb2
 from google.protobuf.message import DecodeError
 
-from . import jsontext
-from ._generated.sdk.v1.sdk_store_callback_service_pb2 import (
+from .._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
 )
-from .errors import invalid_argument
-from .types import Document
+from ..errors import invalid_argument
+from ..types import Document
+from . import jsontext
 
 #: Deepest nesting of objects and arrays accepted in ``input``. Backends copy and
 #: serialise documents recursively; this keeps every one of them far from Python's
