@@ -18,8 +18,9 @@ from .stores import Stores
 from .substores import agent_position, run_position
 from .types import Answer, Document
 
-#: A method's implementation: the stores, the caller's tenant and the call's input.
-Handler = Callable[[Stores, str, Document], Awaitable[Document | None]]
+#: A method's implementation: the stores, the caller and the call's input. The caller,
+#: not only its tenant: creates record who made them (its name), at no extra cost.
+Handler = Callable[[Stores, Principal, Document], Awaitable[Document | None]]
 
 _IN = "input"
 
@@ -27,35 +28,38 @@ _IN = "input"
 # -- agents ---------------------------------------------------------------------------
 
 
-async def _agents_get(stores: Stores, tenant: str, data: Document) -> Document | None:
-    return await stores.agents.get(tenant, c.require_id(data, "agentId", _IN))
+async def _agents_get(stores: Stores, caller: Principal, data: Document) -> Document | None:
+    return await stores.agents.get(caller.tenant, c.require_id(data, "agentId", _IN))
 
 
-async def _agents_create(stores: Stores, tenant: str, data: Document) -> Document | None:
-    return await stores.agents.create(tenant, c.validate_agent(data.get("agent"), f"{_IN}.agent"))
+async def _agents_create(stores: Stores, caller: Principal, data: Document) -> Document | None:
+    agent = c.validate_agent(data.get("agent"), f"{_IN}.agent")
+    return await stores.agents.create(caller.tenant, agent, caller.name)
 
 
-async def _agents_update(stores: Stores, tenant: str, data: Document) -> Document | None:
-    return await stores.agents.update(tenant, c.validate_agent(data.get("agent"), f"{_IN}.agent"))
+async def _agents_update(stores: Stores, caller: Principal, data: Document) -> Document | None:
+    return await stores.agents.update(
+        caller.tenant, c.validate_agent(data.get("agent"), f"{_IN}.agent")
+    )
 
 
-async def _agents_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _agents_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     filter_ = c.require_object(data.get("filter"), f"{_IN}.filter")
     field = f"{_IN}.filter"
     await stores.agents.delete(
-        tenant,
+        caller.tenant,
         c.optional_id_list(filter_, "agentIds", field),
         c.optional_string(filter_, "cwd", field, c.MAX_CWD_BYTES),
     )
     return None
 
 
-async def _agents_list(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _agents_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.optional_object(data, "filter", _IN)
     limit = c.optional_limit(filter_, field, c.DEFAULT_AGENT_LIMIT)
     rows = await stores.agents.list(
-        tenant,
+        caller.tenant,
         cwd=c.optional_string(filter_, "cwd", field, c.MAX_CWD_BYTES),
         after=c.parse_agent_cursor(filter_, field),
         limit=limit + 1,
@@ -70,37 +74,38 @@ async def _agents_list(stores: Stores, tenant: str, data: Document) -> Document 
 # -- runs -----------------------------------------------------------------------------
 
 
-async def _runs_get(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _runs_get(stores: Stores, caller: Principal, data: Document) -> Document | None:
     return await stores.runs.get(
-        tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "runId", _IN)
+        caller.tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "runId", _IN)
     )
 
 
-async def _runs_create(stores: Stores, tenant: str, data: Document) -> Document | None:
-    return await stores.runs.create(tenant, c.validate_run(data.get("run"), f"{_IN}.run"))
+async def _runs_create(stores: Stores, caller: Principal, data: Document) -> Document | None:
+    run = c.validate_run(data.get("run"), f"{_IN}.run")
+    return await stores.runs.create(caller.tenant, run, caller.name)
 
 
-async def _runs_update(stores: Stores, tenant: str, data: Document) -> Document | None:
-    return await stores.runs.update(tenant, c.validate_run(data.get("run"), f"{_IN}.run"))
+async def _runs_update(stores: Stores, caller: Principal, data: Document) -> Document | None:
+    return await stores.runs.update(caller.tenant, c.validate_run(data.get("run"), f"{_IN}.run"))
 
 
-async def _runs_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _runs_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.require_object(data.get("filter"), field)
     await stores.runs.delete(
-        tenant,
+        caller.tenant,
         c.optional_id_list(filter_, "agentIds", field),
         c.optional_id_list(filter_, "runIds", field),
     )
     return None
 
 
-async def _runs_list(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _runs_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.optional_object(data, "filter", _IN)
     limit = c.optional_limit(filter_, field, c.DEFAULT_RUN_LIMIT)
     rows = await stores.runs.list(
-        tenant,
+        caller.tenant,
         agent_ids=c.optional_id_list(filter_, "agentIds", field),
         run_ids=c.optional_id_list(filter_, "runIds", field),
         after=c.parse_run_cursor(filter_, field),
@@ -116,15 +121,15 @@ async def _runs_list(stores: Stores, tenant: str, data: Document) -> Document | 
 # -- runEvents ------------------------------------------------------------------------
 
 
-async def _events_append(stores: Stores, tenant: str, data: Document) -> Document | None:
-    return await stores.run_events.append(tenant, c.new_event(data, _IN))
+async def _events_append(stores: Stores, caller: Principal, data: Document) -> Document | None:
+    return await stores.run_events.append(caller.tenant, c.new_event(data, _IN))
 
 
-async def _events_list(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _events_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     run_id = c.require_id(data, "runId", _IN)
     limit = c.optional_limit(data, _IN, c.DEFAULT_EVENT_LIMIT)
     rows = await stores.run_events.list(
-        tenant, run_id, after_seq=c.parse_offset(data, _IN), limit=limit + 1
+        caller.tenant, run_id, after_seq=c.parse_offset(data, _IN), limit=limit + 1
     )
     items, more = c.page(rows, limit)
     result: Document = {"items": items}
@@ -133,19 +138,19 @@ async def _events_list(stores: Stores, tenant: str, data: Document) -> Document 
     return result
 
 
-async def _events_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _events_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.require_object(data.get("filter"), field)
-    await stores.run_events.delete(tenant, c.optional_id_list(filter_, "runIds", field))
+    await stores.run_events.delete(caller.tenant, c.optional_id_list(filter_, "runIds", field))
     return None
 
 
 # -- checkpoints ----------------------------------------------------------------------
 
 
-async def _checkpoints_get(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _checkpoints_get(stores: Stores, caller: Principal, data: Document) -> Document | None:
     blob = await stores.checkpoints.get(
-        tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "blobId", _IN)
+        caller.tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "blobId", _IN)
     )
     if blob is None:
         return {"found": False}
@@ -156,9 +161,9 @@ async def _checkpoints_get(stores: Stores, tenant: str, data: Document) -> Docum
     return {"found": True, "data": "".join(pieces)}
 
 
-async def _checkpoints_create(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _checkpoints_create(stores: Stores, caller: Principal, data: Document) -> Document | None:
     await stores.checkpoints.create(
-        tenant,
+        caller.tenant,
         c.require_id(data, "agentId", _IN),
         c.require_id(data, "blobId", _IN),
         c.take_blob(data, _IN),
@@ -166,9 +171,9 @@ async def _checkpoints_create(stores: Stores, tenant: str, data: Document) -> Do
     return None
 
 
-async def _checkpoints_update(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _checkpoints_update(stores: Stores, caller: Principal, data: Document) -> Document | None:
     await stores.checkpoints.update(
-        tenant,
+        caller.tenant,
         c.require_id(data, "agentId", _IN),
         c.require_id(data, "blobId", _IN),
         c.take_blob(data, _IN),
@@ -176,23 +181,23 @@ async def _checkpoints_update(stores: Stores, tenant: str, data: Document) -> Do
     return None
 
 
-async def _checkpoints_delete(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _checkpoints_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.require_object(data.get("filter"), field)
     await stores.checkpoints.delete(
-        tenant,
+        caller.tenant,
         c.optional_id_list(filter_, "agentIds", field),
         c.optional_id_list(filter_, "blobIds", field),
     )
     return None
 
 
-async def _checkpoints_list(stores: Stores, tenant: str, data: Document) -> Document | None:
+async def _checkpoints_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
     filter_ = c.optional_object(data, "filter", _IN)
     limit = c.optional_limit(filter_, field, c.DEFAULT_CHECKPOINT_LIMIT)
     refs = await stores.checkpoints.list(
-        tenant,
+        caller.tenant,
         agent_ids=c.optional_id_list(filter_, "agentIds", field),
         blob_ids=c.optional_id_list(filter_, "blobIds", field),
         after=c.parse_blob_cursor(filter_, field),
@@ -278,7 +283,7 @@ async def call_store(
         data = {}
     elif not isinstance(data, dict):
         raise ConnectError(Code.INVALID_ARGUMENT, "input must be an object")
-    output = await handler(stores, principal.tenant, data)
+    output = await handler(stores, principal, data)
     if audit.is_destructive(substore, method, data):
         audit.record(principal, substore, method, data)
     return output, handler not in INCOMPRESSIBLE

@@ -20,6 +20,13 @@ tenant*). Tenant ``default`` holds everything stored before tenants existed, so 
 backend should keep its pre-tenant layout for it. ``tenants()`` lists the tenants
 that hold items, for administrative commands that walk every tenant.
 
+Who started it: ``create`` of agents and runs also receives ``creator``, the name of
+the token that made the call (its tenant is the item's own), or None when nobody is
+known (copies, imports). The backend keeps it *beside* the document, never in it: what
+``get`` and ``list`` return stays exactly the document the client stored. ``update``
+keeps it, deleting the item forgets it, and ``creators`` reads it back for the history
+viewer; items stored without one (and everything from before) are simply absent there.
+
 Listing is keyset pagination: the contract layer passes the sort key of the last item
 the client has seen (``after``) and asks for ``limit`` items strictly after it. That is
 what keeps cursors correct while rows change between pages: a row that is not modified
@@ -138,8 +145,13 @@ class AgentStore(Protocol):
     async def get(self, tenant: str, agent_id: str) -> Document | None:
         """The stored agent document, or None."""
 
-    async def create(self, tenant: str, agent: Document) -> Document:
-        """Store a new agent and return it; ``already_exists`` if its id is taken."""
+    async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
+        """Store a new agent and return it; ``already_exists`` if its id is taken.
+
+        ``creator`` is kept beside the document (see the module docstring)."""
+
+    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        """Who created these agents: agent id -> creator, for those that have one."""
 
     async def update(self, tenant: str, agent: Document) -> Document:
         """Replace an existing agent whole and return it; ``not_found`` if absent."""
@@ -160,8 +172,15 @@ class RunStore(Protocol):
     async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
         """The stored run document, or None."""
 
-    async def create(self, tenant: str, run: Document) -> Document:
-        """Store a new run; ``already_exists`` if (agentId, runId) is taken."""
+    async def create(self, tenant: str, run: Document, creator: str | None = None) -> Document:
+        """Store a new run; ``already_exists`` if (agentId, runId) is taken.
+
+        ``creator`` is kept beside the document (see the module docstring)."""
+
+    async def creators(
+        self, tenant: str, runs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """Who created these (agentId, runId) runs: -> creator, for those that have one."""
 
     async def update(self, tenant: str, run: Document) -> Document:
         """Replace an existing run whole; ``not_found`` if absent."""

@@ -339,11 +339,13 @@ async def test_lists_are_index_range_scans_in_list_order(
 ) -> None:
     with sqlite3.connect(tmp_path / "store.db") as connection:
         connection.executemany(
-            "INSERT INTO agents VALUES ('default', ?, ?, ?, '{}')",
+            "INSERT INTO agents (tenant, agent_id, cwd, updated_at, doc) "
+            "VALUES ('default', ?, ?, ?, '{}')",
             ((f"agent-{i:05d}", f"/work/{i % 100}", i // 2) for i in range(10_000)),
         )
         connection.executemany(
-            "INSERT INTO runs VALUES ('default', ?, ?, ?, '{}')",
+            "INSERT INTO runs (tenant, agent_id, run_id, turn_number, doc) "
+            "VALUES ('default', ?, ?, ?, '{}')",
             (
                 ("heavy" if i < 5_000 else f"agent-{i % 100}", f"run-{i:05d}", i % 100)
                 for i in range(10_000)

@@ -51,8 +51,12 @@ class MemoryAgents:
     async def get(self, tenant: str, agent_id: str) -> Document | None:
         return self._tenants.of(tenant).get(agent_id)
 
-    async def create(self, tenant: str, agent: Document) -> Document:
-        return self._tenants.of(tenant).create(agent)
+    async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
+        return self._tenants.of(tenant).create(agent, creator)
+
+    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        known = self._tenants.of(tenant).creators
+        return {agent_id: known[agent_id] for agent_id in agent_ids if agent_id in known}
 
     async def update(self, tenant: str, agent: Document) -> Document:
         return self._tenants.of(tenant).update(agent)
@@ -76,8 +80,14 @@ class MemoryRuns:
     async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
         return self._tenants.of(tenant).get(agent_id, run_id)
 
-    async def create(self, tenant: str, run: Document) -> Document:
-        return self._tenants.of(tenant).create(run)
+    async def create(self, tenant: str, run: Document, creator: str | None = None) -> Document:
+        return self._tenants.of(tenant).create(run, creator)
+
+    async def creators(
+        self, tenant: str, runs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        known = self._tenants.of(tenant).creators
+        return {key: known[key] for key in runs if key in known}
 
     async def update(self, tenant: str, run: Document) -> Document:
         return self._tenants.of(tenant).update(run)

@@ -35,6 +35,8 @@ def _agent_order(position: AgentPosition) -> AgentKey:
 class Agents:
     def __init__(self) -> None:
         self.rows: dict[str, Document] = {}
+        #: Who created each agent, beside its document (substores: "Who started it").
+        self.creators: dict[str, str] = {}
         self._order: Index[AgentKey] = Index()
         self._by_cwd: Grouped[str, AgentKey] = Grouped()
 
@@ -58,10 +60,12 @@ class Agents:
         row = self.rows.get(agent_id)
         return copy_json(row) if row is not None else None
 
-    def create(self, agent: Document) -> Document:
+    def create(self, agent: Document, creator: str | None) -> Document:
         if agent["agentId"] in self.rows:
             raise already_exists(f"agent {agent['agentId']} already exists")
         self._put(agent)
+        if creator is not None:
+            self.creators[agent["agentId"]] = creator
         return agent
 
     def update(self, agent: Document) -> Document:
@@ -79,6 +83,7 @@ class Agents:
         for row in doomed:
             if cwd is None or row["cwd"] == cwd:
                 self._drop(row)
+                self.creators.pop(row["agentId"], None)
 
     def list(self, *, cwd: str | None, after: AgentPosition | None, limit: int) -> list[Document]:
         # List order is descending: the indexes are read backwards.
@@ -97,6 +102,7 @@ def _run_order(position: RunPosition) -> RunKey:
 class Runs:
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str], Document] = {}
+        self.creators: dict[tuple[str, str], str] = {}
         self._order: Index[RunKey] = Index()
         self._by_agent: Grouped[str, RunKey] = Grouped()
         self._by_run: Grouped[str, RunKey] = Grouped()
@@ -127,11 +133,13 @@ class Runs:
         row = self._rows.get((agent_id, run_id))
         return copy_json(row) if row is not None else None
 
-    def create(self, run: Document) -> Document:
+    def create(self, run: Document, creator: str | None) -> Document:
         key = (run["agentId"], run["runId"])
         if key in self._rows:
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
         self._put(run)
+        if creator is not None:
+            self.creators[key] = creator
         return run
 
     def update(self, run: Document) -> Document:
@@ -147,6 +155,7 @@ class Runs:
                 run_ids is None or run_id in run_ids
             ):
                 self._drop(self._rows[(agent_id, run_id)])
+                self.creators.pop((agent_id, run_id), None)
 
     def list(
         self,

@@ -78,12 +78,22 @@ class RowTable:
         field: bytes,
         value: bytes,
         members: Sequence[bytes],
+        creator: str | None = None,
     ) -> bool:
-        """Write a row and its index members; False if it exists (create) / is missing (update)."""
+        """Write a row and its index members; False if it exists (create) / is missing (update).
+
+        ``creator`` is recorded beside a created row (an update keeps the row's)."""
         done = await self._scripts.put_row(
-            keys=self._keys.all(), args=[mode, field, value, *members]
+            keys=self._keys.all(), args=[mode, field, value, creator or "", *members]
         )
         return bool(done)
+
+    async def creators(self, fields: Sequence[bytes]) -> list[bytes | None]:
+        """Who created each of these rows (None: nobody recorded)."""
+        if not fields:
+            return []
+        values = await self._client.hmget(self._keys.creators, list(fields))
+        return cast("list[bytes | None]", values)
 
     async def remove(
         self, fields: Sequence[bytes], *, check: tuple[int, bytes] | None = None

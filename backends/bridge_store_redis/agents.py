@@ -26,7 +26,7 @@ from bridge_store.wire.jsontext import dumps, loads_document
 
 from ._rows import Range, RowTable, Tenants, tenants_holding
 from .errors import redis_errors
-from .keys import INT_WIDTH, TOP, KeySpace, sortable_int, terminated, utf8
+from .keys import INT_WIDTH, TOP, KeySpace, from_utf8, sortable_int, terminated, utf8
 from .scripts import Scripts
 
 _BY_UPDATED, _BY_CWD = 1, 2
@@ -52,10 +52,15 @@ class RedisAgents:
         return loads_document(raw) if raw is not None else None
 
     @redis_errors
-    async def create(self, tenant: str, agent: Document) -> Document:
-        if not await self._put(tenant, "create", agent):
+    async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
+        if not await self._put(tenant, "create", agent, creator):
             raise already_exists(f"agent {agent['agentId']} already exists")
         return agent
+
+    @redis_errors
+    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        names = await self._tables.of(tenant).creators([utf8(a) for a in agent_ids])
+        return {a: from_utf8(n) for a, n in zip(agent_ids, names, strict=True) if n is not None}
 
     @redis_errors
     async def update(self, tenant: str, agent: Document) -> Document:
@@ -63,11 +68,17 @@ class RedisAgents:
             raise not_found(f"agent {agent['agentId']} not found")
         return agent
 
-    async def _put(self, tenant: str, mode: Literal["create", "update"], agent: Document) -> bool:
+    async def _put(
+        self,
+        tenant: str,
+        mode: Literal["create", "update"],
+        agent: Document,
+        creator: str | None = None,
+    ) -> bool:
         order = _order_member(agent["updatedAt"], agent["agentId"])
         members = [order, terminated(agent["cwd"]) + order]
         return await self._tables.of(tenant).put(
-            mode, utf8(agent["agentId"]), dumps(agent), members
+            mode, utf8(agent["agentId"]), dumps(agent), members, creator
         )
 
     @redis_errors

@@ -134,6 +134,7 @@ class KeySpace:
             docs=f"{tag}:docs",
             members=f"{tag}:members",
             indexes=tuple(f"{tag}:by-{name}" for name in indexes),
+            creators=f"{tag}:creators",
         )
 
     # Checkpoints: a string key per blob, and the table's two indexes.
@@ -181,7 +182,9 @@ class TableKeys:
     docs: str
     members: str
     indexes: tuple[str, ...]
+    #: Who created each row (a hash by row field), beside the documents, never in them.
+    creators: str
 
     def all(self) -> list[str]:
-        """The keys a row script takes, in the order the scripts expect."""
-        return [self.docs, self.members, *self.indexes]
+        """The keys a row script takes, in the order the scripts expect (creators last)."""
+        return [self.docs, self.members, *self.indexes, self.creators]

@@ -28,7 +28,7 @@ from bridge_store.wire.jsontext import dumps, loads_document
 
 from ._rows import Range, RowTable, Tenants, tenants_holding
 from .errors import redis_errors
-from .keys import INT_WIDTH, KeySpace, sortable_int, terminated, utf8
+from .keys import INT_WIDTH, KeySpace, from_utf8, sortable_int, terminated, utf8
 from .scripts import Scripts
 
 _BY_TURN, _BY_AGENT, _BY_RUN = 1, 2, 3
@@ -58,10 +58,17 @@ class RedisRuns:
         return loads_document(raw) if raw is not None else None
 
     @redis_errors
-    async def create(self, tenant: str, run: Document) -> Document:
-        if not await self._put(tenant, "create", run):
+    async def create(self, tenant: str, run: Document, creator: str | None = None) -> Document:
+        if not await self._put(tenant, "create", run, creator):
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
         return run
+
+    @redis_errors
+    async def creators(
+        self, tenant: str, runs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        names = await self._tables.of(tenant).creators([_field(a, r) for a, r in runs])
+        return {key: from_utf8(n) for key, n in zip(runs, names, strict=True) if n is not None}
 
     @redis_errors
     async def update(self, tenant: str, run: Document) -> Document:
@@ -69,7 +76,13 @@ class RedisRuns:
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
         return run
 
-    async def _put(self, tenant: str, mode: Literal["create", "update"], run: Document) -> bool:
+    async def _put(
+        self,
+        tenant: str,
+        mode: Literal["create", "update"],
+        run: Document,
+        creator: str | None = None,
+    ) -> bool:
         agent_id, run_id = run["agentId"], run["runId"]
         field = _field(agent_id, run_id)
         turn = sortable_int(run["turnNumber"])
@@ -78,7 +91,7 @@ class RedisRuns:
             terminated(agent_id) + turn + terminated(run_id),
             terminated(run_id) + turn + utf8(agent_id),
         ]
-        return await self._tables.of(tenant).put(mode, field, dumps(run), members)
+        return await self._tables.of(tenant).put(mode, field, dumps(run), members, creator)
 
     @redis_errors
     async def delete(

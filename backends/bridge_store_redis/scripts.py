@@ -7,7 +7,8 @@ Python), which is what Redis Cluster requires; none reads a key name out of data
 
 Row tables (agents, runs) share one shape: ``KEYS[1]`` a hash of documents by row
 field, ``KEYS[2]`` a hash of each row's index members packed with cmsgpack,
-``KEYS[3..]`` one sorted set per index (score 0, members ordered by bytes).
+``KEYS[3..]`` one sorted set per index (score 0, members ordered by bytes), and last
+(``KEYS[#KEYS]``) a hash of who created each row, kept and dropped with the row.
 Index number ``n`` (1-based) is ``KEYS[n + 2]``. Ranges over an index name the row a
 member belongs to by a recipe: ``field = before .. member:sub(skip + 1) .. after``.
 Lua compares nothing but bytes for equality here: its ``<`` on strings follows the
@@ -25,10 +26,12 @@ local function drop_row(field, members)
   end
   redis.call('HDEL', KEYS[1], field)
   redis.call('HDEL', KEYS[2], field)
+  redis.call('HDEL', KEYS[#KEYS], field)
 end
 """
 
-#: ARGV: mode ('create' | 'update'), field, document, then one member per index.
+#: ARGV: mode ('create' | 'update'), field, document, creator ('' for none, and
+#: ignored by updates: a row keeps its creator), then one member per index.
 #: Returns 1, or 0 when the row exists (create) or is missing (update).
 PUT_ROW = """
 local field = ARGV[2]
@@ -42,12 +45,15 @@ elseif ARGV[1] == 'update' then
   return 0
 end
 local members = {}
-for i = 4, #ARGV do
-  redis.call('ZADD', KEYS[i - 1], 0, ARGV[i])
+for i = 5, #ARGV do
+  redis.call('ZADD', KEYS[i - 2], 0, ARGV[i])
   members[#members + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[1], field, ARGV[3])
 redis.call('HSET', KEYS[2], field, cmsgpack.pack(members))
+if ARGV[1] == 'create' and ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[#KEYS], field, ARGV[4])
+end
 return 1
 """
 

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 _DELETE_BATCH = 1000
 _LIST_PAGE = 1000
 _REV_ATTRIBUTE = "rev"
+#: User metadata naming who created an agent or run (the token's name), beside its
+#: document: updates carry it over from the object they replace.
+_CREATOR_ATTRIBUTE = "created-by"
 _SETTLE_SECONDS = 0.05
 
 
@@ -54,12 +57,15 @@ class StoredObject:
     etag: str
     #: The write token the object was stored with (user metadata ``rev``).
     rev: str | None
+    #: Who created it (user metadata ``created-by``), for agents and runs.
+    creator: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ObjectHead:
     etag: str
     rev: str | None
+    creator: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +248,13 @@ class Bucket:
             return None
         except REQUEST_FAILED as error:
             self._fail("GET", error)
-        return StoredObject(body=body, etag=result.meta["e_tag"] or "", rev=_rev(result.attributes))
+        attributes = result.attributes
+        return StoredObject(
+            body=body,
+            etag=result.meta["e_tag"] or "",
+            rev=_rev(attributes),
+            creator=attributes.get(_CREATOR_ATTRIBUTE),
+        )
 
     async def head(self, key: str) -> ObjectHead | None:
         try:
@@ -253,7 +265,12 @@ class Bucket:
             return None
         except REQUEST_FAILED as error:
             self._fail("HEAD", error)
-        return ObjectHead(etag=result.meta["e_tag"] or "", rev=_rev(result.attributes))
+        attributes = result.attributes
+        return ObjectHead(
+            etag=result.meta["e_tag"] or "",
+            rev=_rev(attributes),
+            creator=attributes.get(_CREATOR_ATTRIBUTE),
+        )
 
     async def put(
         self,
@@ -264,10 +281,12 @@ class Bucket:
         if_none_match: bool = False,
         if_match: str | None = None,
         blob: bool = False,
+        creator: str | None = None,
     ) -> str:
         """Store ``body`` at ``key`` in one PUT and return its ETag.
 
         ``blob``: the body is a checkpoint blob, bounded by ``blob_timeout``.
+        ``creator``: who created the document, kept in its user metadata.
 
         ``if_none_match`` writes only if the key is absent and ``if_match`` only if its
         ETag is unchanged (and the object still there); a failed condition raises
@@ -281,6 +300,8 @@ class Bucket:
         elif if_match is not None:
             mode = {"e_tag": if_match}
         attributes: Attributes = {_REV_ATTRIBUTE: rev} if rev is not None else {}
+        if creator is not None:
+            attributes[_CREATOR_ATTRIBUTE] = creator
         try:
             async with self._slots:
                 result = await obstore.put_async(

@@ -63,13 +63,23 @@ class Version:
     doc: Document
     etag: str
     rev: str
+    #: Who created the document (its object's metadata; updates carry it over).
+    creator: str | None = None
 
 
 async def put_entries(bucket: Bucket, keys: Sequence[str]) -> None:
     await asyncio.gather(*(bucket.put(key, b"") for key in keys))
 
 
-async def put_new(bucket: Bucket, key: str, body: bytes, rev: str, *, blob: bool = False) -> bool:
+async def put_new(
+    bucket: Bucket,
+    key: str,
+    body: bytes,
+    rev: str,
+    *,
+    blob: bool = False,
+    creator: str | None = None,
+) -> bool:
     """Create ``key`` with ``If-None-Match: *``; False if another object holds it.
 
     A 412 is checked against ``rev``: our own write answered 412 by the client's retry
@@ -78,7 +88,7 @@ async def put_new(bucket: Bucket, key: str, body: bytes, rev: str, *, blob: bool
     """
     for attempt in range(MAX_CONFLICTS):
         try:
-            await bucket.put(key, body, rev=rev, if_none_match=True, blob=blob)
+            await bucket.put(key, body, rev=rev, if_none_match=True, blob=blob, creator=creator)
             return True
         except PreconditionFailed:
             head = await bucket.head(key)
@@ -116,16 +126,26 @@ class IndexedDocs:
         stored = await self.bucket.get(key)
         if stored is None:
             return None
-        return Version(doc=loads_document(stored.body), etag=stored.etag, rev=stored.rev or "")
+        return Version(
+            doc=loads_document(stored.body),
+            etag=stored.etag,
+            rev=stored.rev or "",
+            creator=stored.creator,
+        )
 
-    async def create(self, doc: Document, name: str) -> None:
+    async def creators(self, keys: Sequence[str]) -> list[str | None]:
+        """Who created the documents at ``keys`` (None: absent, or nobody recorded)."""
+        heads = await asyncio.gather(*(self.bucket.head(key) for key in keys))
+        return [head.creator if head is not None else None for head in heads]
+
+    async def create(self, doc: Document, name: str, creator: str | None = None) -> None:
         rev = new_rev()
         entries = self.entries_of(doc, rev)
         key = self.key_of(doc)
         body = dumps(doc)
         await put_entries(self.bucket, entries)
         started = time.monotonic()
-        if not await put_new(self.bucket, key, body, rev):
+        if not await put_new(self.bucket, key, body, rev, creator=creator):
             await drop_quietly(self.bucket, entries, f"{self.kind} index entries")
             raise already_exists(f"{name} already exists")
         await self._refresh_if_slow(entries, started)
@@ -150,7 +170,10 @@ class IndexedDocs:
                 entries_put_at = time.monotonic()
             replaced = current
             try:
-                await self.bucket.put(key, body, rev=rev, if_match=current.etag)
+                # The creator stays in the metadata of every later write.
+                await self.bucket.put(
+                    key, body, rev=rev, if_match=current.etag, creator=current.creator
+                )
             except PreconditionFailed:
                 # Changed or deleted since the read: read again.
                 await backoff(attempt)

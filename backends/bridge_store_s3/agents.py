@@ -45,9 +45,13 @@ class TenantAgents:
         version = await self._docs.read(self._layout.agent_doc(agent_id))
         return version.doc if version is not None else None
 
-    async def create(self, agent: Document) -> Document:
-        await self._docs.create(agent, f"agent {agent['agentId']}")
+    async def create(self, agent: Document, creator: str | None) -> Document:
+        await self._docs.create(agent, f"agent {agent['agentId']}", creator)
         return agent
+
+    async def creators(self, agent_ids: Sequence[str]) -> dict[str, str]:
+        names = await self._docs.creators([self._layout.agent_doc(a) for a in agent_ids])
+        return {a: name for a, name in zip(agent_ids, names, strict=True) if name is not None}
 
     async def update(self, agent: Document) -> Document:
         await self._docs.replace(agent, f"agent {agent['agentId']}")

@@ -57,9 +57,13 @@ class TenantRuns:
         version = await self._docs.read(self._layout.run_doc(agent_id, run_id))
         return version.doc if version is not None else None
 
-    async def create(self, run: Document) -> Document:
-        await self._docs.create(run, f"run {run['runId']} of agent {run['agentId']}")
+    async def create(self, run: Document, creator: str | None) -> Document:
+        await self._docs.create(run, f"run {run['runId']} of agent {run['agentId']}", creator)
         return run
+
+    async def creators(self, runs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        names = await self._docs.creators([self._layout.run_doc(a, r) for a, r in runs])
+        return {key: name for key, name in zip(runs, names, strict=True) if name is not None}
 
     async def update(self, run: Document) -> Document:
         await self._docs.replace(run, f"run {run['runId']} of agent {run['agentId']}")

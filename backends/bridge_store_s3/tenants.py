@@ -60,8 +60,11 @@ class S3Agents:
     async def get(self, tenant: str, agent_id: str) -> Document | None:
         return await self._tenants.of(tenant).get(agent_id)
 
-    async def create(self, tenant: str, agent: Document) -> Document:
-        return await self._tenants.of(tenant).create(agent)
+    async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
+        return await self._tenants.of(tenant).create(agent, creator)
+
+    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        return await self._tenants.of(tenant).creators(agent_ids)
 
     async def update(self, tenant: str, agent: Document) -> Document:
         return await self._tenants.of(tenant).update(agent)
@@ -85,8 +88,13 @@ class S3Runs:
     async def get(self, tenant: str, agent_id: str, run_id: str) -> Document | None:
         return await self._tenants.of(tenant).get(agent_id, run_id)
 
-    async def create(self, tenant: str, run: Document) -> Document:
-        return await self._tenants.of(tenant).create(run)
+    async def create(self, tenant: str, run: Document, creator: str | None = None) -> Document:
+        return await self._tenants.of(tenant).create(run, creator)
+
+    async def creators(
+        self, tenant: str, runs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        return await self._tenants.of(tenant).creators(runs)
 
     async def update(self, tenant: str, run: Document) -> Document:
         return await self._tenants.of(tenant).update(run)

@@ -85,9 +85,11 @@ class SqlAgents:
         text = await self._db.read(work, what="agents.get")
         return jsontext.loads_document(text) if text is not None else None
 
-    async def create(self, tenant: str, agent: Document) -> Document:
+    async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
+        row = {**_row(tenant, agent), "created_by": creator}
+
         def work(conn: Session) -> bool:
-            return insert_if_absent(conn, t, _row(tenant, agent))
+            return insert_if_absent(conn, t, row)
 
         if not await self._db.write(work, what="agents.create", atomic=False, retry=False):
             raise already_exists(f"agent {agent['agentId']} already exists")
@@ -120,6 +122,16 @@ class SqlAgents:
         return [
             jsontext.loads_document(text) for text in await self._db.read(work, what="agents.list")
         ]
+
+    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        query = sa.select(t.c.agent_id, t.c.created_by).where(
+            *_matching(tenant, agent_ids, None), t.c.created_by.is_not(None)
+        )
+
+        def work(conn: Session) -> dict[str, str]:
+            return {row[0]: row[1] for row in conn.execute(query)}
+
+        return await self._db.read(work, what="agents.creators") if agent_ids else {}
 
     async def tenants(self) -> builtins.list[str]:
         return await self._db.read(tenants_of(t), what="agents.tenants")

@@ -94,9 +94,11 @@ class SqlRuns:
         text = await self._db.read(work, what="runs.get")
         return jsontext.loads_document(text) if text is not None else None
 
-    async def create(self, tenant: str, run: Document) -> Document:
+    async def create(self, tenant: str, run: Document, creator: str | None = None) -> Document:
+        row = {**_row(tenant, run), "created_by": creator}
+
         def work(conn: Session) -> bool:
-            return insert_if_absent(conn, t, _row(tenant, run))
+            return insert_if_absent(conn, t, row)
 
         if not await self._db.write(work, what="runs.create", atomic=False, retry=False):
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
@@ -139,6 +141,25 @@ class SqlRuns:
         return [
             jsontext.loads_document(text) for text in await self._db.read(work, what="runs.list")
         ]
+
+    async def creators(
+        self, tenant: str, runs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        if not runs:
+            return {}
+        wanted = set(runs)
+        agent_ids = sorted({agent_id for agent_id, _ in wanted})
+        run_ids = sorted({run_id for _, run_id in wanted})
+        query = sa.select(t.c.agent_id, t.c.run_id, t.c.created_by).where(
+            *_matching(tenant, agent_ids, run_ids), t.c.created_by.is_not(None)
+        )
+
+        def work(conn: Session) -> dict[tuple[str, str], str]:
+            return {(row[0], row[1]): row[2] for row in conn.execute(query)}
+
+        found = await self._db.read(work, what="runs.creators")
+        # The two id filters name every pair of their ids: keep the pairs asked for.
+        return {key: name for key, name in found.items() if key in wanted}
 
     async def tenants(self) -> builtins.list[str]:
         return await self._db.read(tenants_of(t), what="runs.tenants")

@@ -33,6 +33,12 @@ def _tenant() -> sa.Column[str]:
     return sa.Column("tenant", _id(), primary_key=True)
 
 
+def _created_by() -> sa.Column[str]:
+    # Revision 0004: the name of the token that created the row, beside the document
+    # (never in it); written by create only, NULL for rows from before.
+    return sa.Column("created_by", _id(), nullable=True)
+
+
 metadata = sa.MetaData()
 
 agents = sa.Table(
@@ -43,6 +49,7 @@ agents = sa.Table(
     sa.Column("cwd", _id(), nullable=False),
     sa.Column("updated_at", sa.BigInteger(), nullable=False),
     sa.Column("doc", sa.Text(), nullable=False),
+    _created_by(),
     # List order is (updated_at, agent_id) descending: both indexes are read backwards.
     sa.Index("ix_agents_order", "tenant", "updated_at", "agent_id"),
     sa.Index("ix_agents_cwd_order", "tenant", "cwd", "updated_at", "agent_id"),
@@ -56,6 +63,7 @@ runs = sa.Table(
     sa.Column("run_id", _id(), primary_key=True),
     sa.Column("turn_number", sa.BigInteger(), nullable=False),
     sa.Column("doc", sa.Text(), nullable=False),
+    _created_by(),
     # One index per way of listing: unfiltered, by agent, by run id.
     sa.Index("ix_runs_order", "tenant", "turn_number", "run_id", "agent_id"),
     sa.Index("ix_runs_agent_order", "tenant", "agent_id", "turn_number", "run_id"),

@@ -9,11 +9,12 @@ from bridge_store.contract import MAX_CURSOR_LENGTH, MAX_CWD_BYTES
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
+from .creators import AgentCreatorConformance
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, agent, list_all, longest_key
 from .tenants import AgentTenantConformance
 
 
-class AgentConformance(AgentTenantConformance):
+class AgentConformance(AgentTenantConformance, AgentCreatorConformance):
     """The agents substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "agents"

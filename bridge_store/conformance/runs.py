@@ -8,12 +8,13 @@ from bridge_store.contract import MAX_CURSOR_LENGTH
 from bridge_store.errors import Code
 from bridge_store.substores import SubstoreName
 
+from .creators import RunCreatorConformance
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_all, longest_key, run
 from .inventory import RunInventoryConformance
 from .tenants import RunTenantConformance
 
 
-class RunConformance(RunTenantConformance, RunInventoryConformance):
+class RunConformance(RunTenantConformance, RunInventoryConformance, RunCreatorConformance):
     """The runs substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "runs"

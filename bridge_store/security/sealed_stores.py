@@ -43,9 +43,12 @@ class SealedAgents:
         agent = await self._inner.get(tenant, agent_id)
         return None if agent is None else open_agent(self._keyring, tenant, agent)
 
-    async def create(self, tenant: str, agent: Document) -> Document:
-        await self._inner.create(tenant, seal_agent(self._keyring, tenant, agent))
+    async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
+        await self._inner.create(tenant, seal_agent(self._keyring, tenant, agent), creator)
         return agent
+
+    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
+        return await self._inner.creators(tenant, agent_ids)
 
     async def update(self, tenant: str, agent: Document) -> Document:
         await self._inner.update(tenant, seal_agent(self._keyring, tenant, agent))
