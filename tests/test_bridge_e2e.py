@@ -20,10 +20,12 @@ from typing import Any
 
 import cursor_sdk
 import cursor_sdk.errors
+import httpx
 import pytest
 
 from bench.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from bridge_store.client import BridgeProcess, Session, launch, launch_bridge, local_options
+from bridge_store.security.auth import SHORTHAND_TOKEN_NAME
 from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
 from tests.support.bridge_js import BridgeStoreClient, blob
@@ -140,6 +142,18 @@ def snapshot(server: ServerProcess) -> dict[str, Any]:
             agent["agentId"]: store_checkpoints(server, agent["agentId"]) for agent in agents
         },
     }
+
+
+def assert_created_by_the_token(server: ServerProcess, agent_id: str) -> None:
+    """The agent and each of its runs name the token the bridge wrote them with, in the
+    viewer's JSON, while every read above got the bridge's documents back unchanged."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    page = httpx.get(f"{server.url}ui/agent?id={agent_id}&format=json", headers=headers)
+    assert page.status_code == 200, page.text
+    data = page.json()
+    assert data["agent"]["createdBy"] == SHORTHAND_TOKEN_NAME
+    assert data["runs"]
+    assert {run["createdBy"] for run in data["runs"]} == {SHORTHAND_TOKEN_NAME}
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
@@ -313,6 +327,7 @@ def test_agent_life_cycle_through_the_real_bridge(
         if in_s3 is not None:
             assert blob_objects_in_s3(request, store_args, first.agent_id) == 0
         assert [agent["agentId"] for agent in store_agents(server)] == [second.agent_id]
+        assert_created_by_the_token(server, second.agent_id)
 
         before_restart = snapshot(server)
 
@@ -324,6 +339,7 @@ def test_agent_life_cycle_through_the_real_bridge(
         bridge.client() as client,
     ):
         assert snapshot(server) == before_restart
+        assert_created_by_the_token(server, second.agent_id)
         assert [agent.agent_id for agent in client.agents.list().auto_paging_iter()] == [
             second.agent_id
         ]

@@ -231,3 +231,26 @@ def test_a_read_token_signs_in_and_cannot_write(server: str) -> None:
     )
     assert refused.status_code == 403
     assert refused.json()["code"] == "permission_denied"
+
+
+def test_who_started_it_and_who_is_signed_in_are_each_tenants_own(server: str) -> None:
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        mine = a.get("/ui/?format=json").json()
+        assert mine["signedIn"] == {"name": "a-reader", "tenant": "team-a"}
+        assert {x["agentId"]: x["createdBy"] for x in mine["agents"]} == {
+            LOGIN_AGENT: "a-writer",
+            DOCS_AGENT: "a-writer",
+        }
+        theirs = b.get(f"/ui/agent?id={LOGIN_AGENT}&format=json").json()
+        assert theirs["agent"]["createdBy"] == "b-writer"
+        assert [run["createdBy"] for run in theirs["runs"]] == ["b-writer"]
+        run_a = a.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}&format=json").json()
+        assert run_a["run"]["createdBy"] == "a-writer"
+        page = b.get(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
+        assert "b-writer" in page.text
+        assert "a-writer" not in page.text
+        assert "Signed in as <strong>b-reader</strong>" in page.text
+        assert "(tenant team-b)" in page.text
+        missing = b.get(f"/ui/agent?id={DOCS_AGENT}")
+        assert missing.status_code == 404
+        assert "Signed in as <strong>b-reader</strong>" in missing.text

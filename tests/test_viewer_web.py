@@ -3,6 +3,7 @@ exports, errors, and the read-only standalone app."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -16,8 +17,8 @@ from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
-from bridge_store.security.auth import TokenRegistry
-from bridge_store.stores import Routes
+from bridge_store.security.auth import SHORTHAND_TOKEN_NAME, TokenRegistry
+from bridge_store.stores import Routes, open_stores
 from bridge_store.viewer.session import CSRF_COOKIE, SESSION_COOKIE
 from bridge_store.viewer.standalone import create_ui_app
 
@@ -415,3 +416,42 @@ def test_every_page_on_every_backend(
             assert [hit["kind"] for hit in hits] == ["user", "assistant"]
             export = client.get(f"/ui/export/agent.jsonl?id={LOGIN_AGENT}")
             assert len(export.text.splitlines()) == 1 + 1 + 17 + 1 + 3
+
+
+async def write_without_creator(store: str, doc: dict[str, object]) -> None:
+    """Straight to the store, as a copy does or as stores from before creators hold it."""
+    opened = await open_stores(get_plugin_manager(), Routes.single(store), migrate=True)
+    try:
+        await opened.stores.agents.create("default", doc)
+    finally:
+        await opened.close()
+
+
+def test_creators_show_and_history_from_before_shows_unknown(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    doc = {"agentId": "old", "cwd": "/w", "updatedAt": 1, "name": "from before"}
+    asyncio.run(write_without_creator(store, doc))
+    app = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with running(app) as url, httpx.Client(base_url=url, headers=headers) as client:
+        for substore, method, data in history_calls():
+            assert store_call(url, substore, method, data).status_code == 200
+        agents = client.get("/ui/?format=json").json()["agents"]
+        # The one-token shorthand's name is what its writes record.
+        assert {a["agentId"]: a["createdBy"] for a in agents} == {
+            LOGIN_AGENT: SHORTHAND_TOKEN_NAME,
+            DOCS_AGENT: SHORTHAND_TOKEN_NAME,
+            "old": "unknown",
+        }
+        page = client.get("/ui/").text
+        assert '<td class="creator">unknown</td>' in page
+        assert "Signed in as <strong>auth-token</strong>" in page
+
+
+def test_errors_read_as_text_not_json(browser: httpx.Client) -> None:
+    # The failed run's error is an object: its message is what the pages show.
+    for path in (f"/ui/agent?id={LOGIN_AGENT}", f"/ui/run?agent={LOGIN_AGENT}&id={FAILED_RUN}"):
+        page = browser.get(path).text
+        assert "[permission_denied] HTTP 403" in page
+        assert "&#34;message&#34;" not in page
+        assert '{"message"' not in page

@@ -8,6 +8,7 @@ from starlette.applications import Starlette
 
 from ..security.auth import Principal, TokenRegistry
 from ..stores import Stores
+from .activity import Activity
 from .pages import Context
 from .reader import HistoryReader, in_process
 from .search import search_index, searcher_for
@@ -43,7 +44,8 @@ def create_viewer(
         # index, which dispatch does not see, is asked for that tenant alone.
         reader = HistoryReader(in_process(stores, principal))
         searcher = searcher_for(search_index(unwrapped()), principal.tenant, reader)
-        return Context(reader=reader, searcher=searcher)
+        activity = Activity(stores, principal.tenant)
+        return Context(reader=reader, searcher=searcher, activity=activity, principal=principal)
 
     sessions = Sessions.with_new_secret(token_principal(tokens))
     return Viewer(sessions, context_for).app()

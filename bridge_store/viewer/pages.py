@@ -14,8 +14,10 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from ..errors import invalid_argument, not_found
+from ..security.auth import Principal
 from ..types import Document
 from . import queries
+from .activity import Activity
 from .reader import HistoryReader
 from .search import Searcher, search
 from .transcript import TranscriptBuilder, usage_counts
@@ -39,6 +41,13 @@ class Context:
 
     reader: HistoryReader
     searcher: Searcher
+    #: Who created what, and the other reads CallStore does not offer (same tenant).
+    activity: Activity
+    #: Who is signed in: every page says so.
+    principal: Principal
+
+    def signed_in(self) -> Document:
+        return {"name": self.principal.name, "tenant": self.principal.tenant}
 
 
 PageFunction = Callable[[Context, QueryParams], Awaitable[View]]
@@ -74,6 +83,7 @@ async def agents(context: Context, params: QueryParams) -> View:
         cursor=params.get("cursor") or None,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_AGENTS_PAGE),
     )
+    data["agents"] = await context.activity.with_agent_creators(data["agents"])
     data["cursor"] = params.get("cursor") or None
     # A page size given in the address stays in the pager's links, like the filters.
     data["limit"] = params.get("limit") or None
@@ -83,6 +93,8 @@ async def agents(context: Context, params: QueryParams) -> View:
 
 async def agent(context: Context, params: QueryParams) -> View:
     data = await queries.agent_page(context.reader, _required(params, "id"))
+    [data["agent"]] = await context.activity.with_agent_creators([data["agent"]])
+    data["runs"] = await context.activity.with_run_creators(data["runs"])
     return View("agent.html", data["agent"].get("name") or data["agent"]["agentId"], data)
 
 
@@ -94,6 +106,7 @@ async def run(context: Context, params: QueryParams) -> View:
         after=params.get("after") or None,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_EVENTS_PAGE),
     )
+    [data["run"]] = await context.activity.with_run_creators([data["run"]])
     name = (data["agent"] or {}).get("name") or data["run"]["agentId"]
     return View("run.html", f"{name}: turn {data['run'].get('turnNumber')}", data)
 

@@ -32,6 +32,24 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def error_text(value: Any) -> str:
+    """An error as a person reads it: its text, not its JSON.
+
+    Errors are text (``"[permission_denied] HTTP 403"``) or objects; an object's
+    ``message`` (with its ``code`` or ``name`` in front, when it has one) is the text,
+    and only an object without a message is shown as compact JSON.
+    """
+    if value is None or isinstance(value, jinja2.Undefined):
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("message"), str):
+        label = value.get("code", value.get("name"))
+        prefix = f"[{label}] " if isinstance(label, str | int) and str(label) else ""
+        return prefix + str(value["message"])
+    return compact(value)
+
+
 def preview(value: Any) -> dict[str, Any]:
     text = pretty(value)
     return {"text": text[:PREVIEW_CHARS], "cut": len(text) > PREVIEW_CHARS, "chars": len(text)}
@@ -94,6 +112,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         pretty=pretty,
         compact=compact,
+        error_text=error_text,
         preview=preview,
         when=when,
         when_iso=when_iso,

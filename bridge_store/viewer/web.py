@@ -90,7 +90,8 @@ class Viewer(Generic[Principal]):
                 raise invalid_argument("format must be html or json")
             view = await function(context, request.query_params)
         except ConnectError as error:
-            return self._error(request, error, wanted)
+            return self._error(request, error, wanted, context)
+        view.data["signedIn"] = context.signed_in()
         if wanted == "json":
             return _json(view.data)
         if wanted == "fragment":
@@ -107,7 +108,8 @@ class Viewer(Generic[Principal]):
         try:
             found = await pages.find_run(context, request.query_params)
         except ConnectError as error:
-            return self._error(request, error, request.query_params.get("format", "html"))
+            wanted = request.query_params.get("format", "html")
+            return self._error(request, error, wanted, context)
         query = urlencode({"agent": found["agentId"], "id": found["runId"]})
         return RedirectResponse(f"{_base(request)}/run?{query}", status_code=303)
 
@@ -123,11 +125,19 @@ class Viewer(Generic[Principal]):
             f"{_base(request)}/sign-in?{urlencode({'next': target})}", status_code=303
         )
 
-    def _error(self, request: Request, error: ConnectError, wanted: str) -> Response:
+    def _error(
+        self,
+        request: Request,
+        error: ConnectError,
+        wanted: str,
+        context: pages.Context | None = None,
+    ) -> Response:
         status = error.code.http_status
         if wanted != "html":
             return _json({"code": error.code.value, "message": error.message}, status=status)
-        data = {"code": error.code.value, "message": error.message}
+        data: Document = {"code": error.code.value, "message": error.message}
+        if context is not None:
+            data["signedIn"] = context.signed_in()
         return self._html(request, "error.html", "Not shown", data, status=status)
 
     def _html(

@@ -1,0 +1,117 @@
+"""The team lead's pages in Chromium (Playwright), on SQLite and Postgres.
+
+Who is signed in and who started each agent and run, dark mode following the
+browser's preference, every page checked by axe-core (WCAG 2 A and AA) in both
+colour schemes. Two tenants share each server: team B's names never show to team A.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Literal
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from bridge_store.app import create_app
+from bridge_store.config import ServerConfig
+from bridge_store.stores import Routes
+
+from .support.history import FINISHED_RUN, LOGIN_AGENT, history_calls
+from .support.inprocess import running
+from .test_viewer_browser import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    ROOT,
+    UI_TIMEOUT_MS,
+    accessibility_violations,
+    screenshot,
+)
+from .test_viewer_tenants import READ_A, WRITE_A, WRITE_B, registry, store, team_b_calls
+
+pytestmark = pytest.mark.slow
+expect.set_options(timeout=UI_TIMEOUT_MS)
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('team') / 'store.db'}"
+    else:
+        url = request.getfixturevalue("make_postgres_url")()
+    app = create_app(ServerConfig(routes=Routes.single(url), tokens=registry()))
+    with running(app) as base:
+        store(base, WRITE_A, history_calls())
+        store(base, WRITE_B, team_b_calls())
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    subprocess.run([str(ROOT / "scripts" / "ensure-browser")], check=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+Scheme = Literal["light", "dark"]
+
+
+def signed_in(browser: Browser, server: str, scheme: Scheme = "light") -> Page:
+    context = browser.new_context(
+        base_url=server, viewport={"width": 1280, "height": 900}, color_scheme=scheme
+    )
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    tab = context.new_page()
+    tab.goto("/ui/sign-in")
+    tab.get_by_label("Store token").fill(READ_A)
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("heading", name="Agents")).to_be_visible()
+    return tab
+
+
+@pytest.fixture
+def page(browser: Browser, server: str) -> Iterator[Page]:
+    tab = signed_in(browser, server)
+    yield tab
+    tab.context.close()
+
+
+def test_every_page_says_who_is_signed_in_and_who_started_what(page: Page) -> None:
+    banner = page.get_by_role("banner")
+    expect(banner).to_contain_text("Signed in as a-reader")
+    expect(banner).to_contain_text("tenant team-a")
+    rows = page.locator("table.agents tbody tr")
+    expect(rows.first.locator("td.creator")).to_have_text("a-writer")
+    page.get_by_role("link", name="fix login").click()
+    expect(page.locator("table.runs td.creator").first).to_have_text("a-writer")
+    page.get_by_role("link", name="Turn 1").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("turn 1")
+    expect(page.locator("dd.creator")).to_have_text("a-writer")
+    expect(page.get_by_role("banner")).to_contain_text("Signed in as a-reader")
+    assert "b-writer" not in page.content()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_colour_scheme_follows_the_browser_and_stays_readable(
+    browser: Browser, server: str, scheme: Scheme
+) -> None:
+    tab = signed_in(browser, server, scheme)
+    background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+    dark = background == "rgb(13, 17, 23)"
+    assert dark == (scheme == "dark"), background
+    for path in (
+        "/ui/",
+        f"/ui/agent?id={LOGIN_AGENT}",
+        f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}",
+    ):
+        tab.goto(path)
+        assert accessibility_violations(tab) == [], (scheme, path)
+    screenshot(tab, f"transcript-{scheme}.png")
+    tab.context.close()
