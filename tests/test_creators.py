@@ -22,7 +22,7 @@ from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.security.auth import Principal, Scope
 from bridge_store.stores import OpenStores, Routes, open_stores
 from bridge_store_sql.backend import SqlBackend
-from bridge_store_sql.migrate import downgrade
+from bridge_store_sql.migrate import downgrade, head_revision
 
 TRAFFIC = Path(__file__).parent.parent / "bench" / "data" / "bridge-traffic.jsonl"
 ALICE = Principal(name="alice@laptop", tenant="team-a", scope=Scope.WRITE)
@@ -172,7 +172,7 @@ async def test_revision_0004_adds_the_record_beside_old_rows_and_takes_it_away(
     finally:
         await backend.close()
 
-    await migrate(database_url, "0004")
+    await migrate(database_url, head_revision())
     opened = await store(False)
     try:
         client = StoreClient(stores=opened.stores, manager=manager, principal=ALICE)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.viewer.terminal import AGENT_COLUMNS, Output, TranscriptPrinter
+from bridge_store.security.auth import SHORTHAND_TOKEN_NAME
+from bridge_store.viewer.terminal import AGENT_COLUMNS, RUNS_COLUMNS, Output, TranscriptPrinter
 
 from .support.history import (
     ANSWER,
@@ -107,11 +108,45 @@ def test_runs_newest_first(capsys: pytest.CaptureFixture[str], source: list[str]
         ("2", "error", FAILED_RUN),
         ("1", "finished", FINISHED_RUN),
     ]
-    assert rows[1][4:6] == ["1 min 23 s", "1,556"]
-    assert "permission_denied" in rows[0][6]
+    assert rows[1][4:7] == ["1 min 23 s", "1,556", SHORTHAND_TOKEN_NAME]
+    assert rows[0][7] == "[permission_denied] HTTP 403"
     code, out, _ = run_cli(capsys, "runs", LOGIN_AGENT, "--json", *source)
     assert code == 0
     assert [json.loads(line)["runId"] for line in out.splitlines()] == [FAILED_RUN, FINISHED_RUN]
+
+
+def test_runs_of_every_agent_filtered_ordered_and_paged(
+    capsys: pytest.CaptureFixture[str], source: list[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "runs", *source)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split("\t") == list(RUNS_COLUMNS)
+    # The failed run started last, the live run of the other agent before it.
+    assert [line.split("\t")[-1] for line in lines[1:]] == [FAILED_RUN, FINISHED_RUN, LIVE_RUN]
+    code, out, _ = run_cli(capsys, "runs", "--sort", "duration", "--json", *source)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [row["runId"] for row in rows] == [FINISHED_RUN, FAILED_RUN, LIVE_RUN]
+    assert rows[0]["createdBy"] == SHORTHAND_TOKEN_NAME
+    assert rows[0]["agentName"] == "fix login"
+    code, out, err = run_cli(
+        capsys, "runs", "--status", "finished", "--cwd", "/src/app", "--limit", "1", *source
+    )
+    assert [line.split("\t")[-1] for line in out.splitlines()[1:]] == [FINISHED_RUN]
+    assert err == ""
+    code, out, err = run_cli(capsys, "runs", "--limit", "1", "--json", *source)
+    assert err.startswith("more: --cursor ")
+    cursor = err.split()[-1]
+    code, out, err = run_cli(capsys, "runs", "--limit", "1", "--json", "--cursor", cursor, *source)
+    assert [json.loads(line)["runId"] for line in out.splitlines()] == [FINISHED_RUN]
+    code, out, err = run_cli(capsys, "runs", "--by", "nobody", *source)
+    assert out.splitlines()[1:] == []
+    code, _, err = run_cli(capsys, "runs", "--since", "May 1", *source)
+    assert code == 1
+    assert err == "bridge-store: invalid_argument: since must be a date, YYYY-MM-DD, not 'May 1'\n"
+    code, _, err = run_cli(capsys, "runs", LOGIN_AGENT, "--status", "error", *source)
+    assert code == 2
+    assert "leave out AGENT_ID" in err
 
 
 def test_transcript_as_text_json_lines_and_markdown(

@@ -115,3 +115,36 @@ def test_the_colour_scheme_follows_the_browser_and_stays_readable(
         assert accessibility_violations(tab) == [], (scheme, path)
     screenshot(tab, f"transcript-{scheme}.png")
     tab.context.close()
+
+
+def test_runs_of_every_agent_filtered_sorted_paged_and_linked(page: Page) -> None:
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Runs")
+    rows = page.locator("table.all-runs tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.first).to_contain_text("error")
+    assert accessibility_violations(page) == []
+    screenshot(page, "runs.png")
+    # Longest first, from the column header; the order stays while filtering.
+    page.get_by_role("link", name="Duration").click()
+    expect(rows.first).to_contain_text("1 min 23 s")
+    page.get_by_label("Status").select_option("finished")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    assert "sort=duration" in page.url
+    assert "status=finished" in page.url
+    page.get_by_label("Status").select_option("")
+    page.get_by_label("Started by").fill("a-writer")
+    page.get_by_label("Workspace").fill("/src/docs")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("write docs")
+    # Paging with the store's cursors keeps the filters.
+    page.goto("/ui/runs?limit=2")
+    expect(rows).to_have_count(2)
+    page.get_by_role("link", name="Next page").click()
+    expect(rows).to_have_count(1)
+    assert "limit=2" in page.url
+    rows.first.get_by_role("link", name="Turn 1").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("turn 1")
+    assert "quokka" not in page.content()

@@ -254,3 +254,30 @@ def test_who_started_it_and_who_is_signed_in_are_each_tenants_own(server: str) -
         missing = b.get(f"/ui/agent?id={DOCS_AGENT}")
         assert missing.status_code == 404
         assert "Signed in as <strong>b-reader</strong>" in missing.text
+
+
+def test_the_run_list_across_agents_holds_one_tenant(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    # SQL stores list from their summary columns, the others by reading every run.
+    sql = request.node.callspec.params["server"] in ("sqlite", "postgres")
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        mine = a.get("/ui/runs?format=json").json()
+        assert mine["method"] == ("index" if sql else "scan")
+        assert [(r["agentId"], r["runId"], r["createdBy"]) for r in mine["runs"]] == [
+            (LOGIN_AGENT, "run-login-2", "a-writer"),
+            (LOGIN_AGENT, FINISHED_RUN, "a-writer"),
+            (DOCS_AGENT, LIVE_RUN, "a-writer"),
+        ]
+        theirs = b.get("/ui/runs?format=json&sort=tokens").json()
+        assert {(r["agentId"], r["runId"], r["createdBy"]) for r in theirs["runs"]} == {
+            (LOGIN_AGENT, FINISHED_RUN, "b-writer"),
+            (B_ONLY_AGENT, "run-beta", "b-writer"),
+        }
+        # Filters and the other order never reach across either.
+        assert a.get("/ui/runs?format=json&by=b-writer").json()["runs"] == []
+        assert a.get("/ui/runs?format=json&cwd=/beta").json()["runs"] == []
+        page = a.get("/ui/runs?sort=duration")
+        assert page.status_code == 200
+        assert "quokka" not in page.text
+        assert "b-writer" not in page.text

@@ -14,8 +14,8 @@ from . import migrate as migrate_module
 from .agents import SqlAgents
 from .checkpoints import SqlCheckpoints
 from .engine import Database
+from .history import HistoryRuns
 from .leases import SqlLeases
-from .runs import SqlRuns
 from .search import SearchableRunEvents, has_index
 
 logger = logging.getLogger(__name__)
@@ -25,7 +25,8 @@ class SqlBackend:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.agents = SqlAgents(db)
-        self.runs = SqlRuns(db)
+        # The runs, with the history's run list across agents (history.py).
+        self.runs = HistoryRuns(db)
         # The run events, with the viewer's full-text index lookups (search.py).
         self.run_events = SearchableRunEvents(db)
         self.checkpoints = SqlCheckpoints(db)

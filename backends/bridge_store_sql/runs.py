@@ -17,6 +17,7 @@ from . import keyset
 from .engine import Database
 from .filters import one_of, tenants_of
 from .statements import Session
+from .summary import SUMMARY_COLUMNS, summary_columns
 from .tables import runs as t
 from .upsert import insert_if_absent
 
@@ -28,6 +29,8 @@ def _row(tenant: str, run: Document) -> dict[str, Any]:
         "run_id": run["runId"],
         "turn_number": run["turnNumber"],
         "doc": jsontext.dumps_text(run),
+        # Revision 0005: what the history's run list and overview read, beside the doc.
+        **summary_columns(run),
     }
 
 
@@ -76,7 +79,11 @@ _GET = sa.select(t.c.doc).where(*_KEY)
 _UPDATE = (
     sa.update(t)
     .where(*_KEY)
-    .values(turn_number=sa.bindparam("b_turn_number"), doc=sa.bindparam("b_doc"))
+    .values(
+        turn_number=sa.bindparam("b_turn_number"),
+        doc=sa.bindparam("b_doc"),
+        **{column: sa.bindparam(f"b_{column}") for column in SUMMARY_COLUMNS},
+    )
 )
 
 

@@ -64,10 +64,23 @@ runs = sa.Table(
     sa.Column("turn_number", sa.BigInteger(), nullable=False),
     sa.Column("doc", sa.Text(), nullable=False),
     _created_by(),
-    # One index per way of listing: unfiltered, by agent, by run id.
+    # Revision 0005: the run's summary (bridge_store.history.summarize_run), written with
+    # the document, for the history's run list across agents and its overview.
+    sa.Column("started_at", sa.BigInteger(), nullable=False, server_default="0"),
+    sa.Column("status", _id(), nullable=True),
+    sa.Column("model_id", _id(), nullable=True),
+    sa.Column("duration_ms", sa.BigInteger(), nullable=True),
+    sa.Column("input_tokens", sa.BigInteger(), nullable=True),
+    sa.Column("output_tokens", sa.BigInteger(), nullable=True),
+    sa.Column("cache_read_tokens", sa.BigInteger(), nullable=True),
+    sa.Column("cache_write_tokens", sa.BigInteger(), nullable=True),
+    sa.Column("total_tokens", sa.BigInteger(), nullable=True),
+    # One index per way of listing: unfiltered, by agent, by run id; and newest first
+    # across agents (the history), which also bounds the overview's time range.
     sa.Index("ix_runs_order", "tenant", "turn_number", "run_id", "agent_id"),
     sa.Index("ix_runs_agent_order", "tenant", "agent_id", "turn_number", "run_id"),
     sa.Index("ix_runs_run_order", "tenant", "run_id", "turn_number", "agent_id"),
+    sa.Index("ix_runs_started", "tenant", "started_at", "agent_id", "run_id"),
 )
 
 run_event_counters = sa.Table(

@@ -15,16 +15,20 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigurationError, ConnectError
-from ..security.auth import DEFAULT_TENANT, check_tenant, local_principal
+from ..security.auth import DEFAULT_TENANT, Principal, check_tenant, local_principal
 from ..security.encryption import KEY_FILE_ENV, Keyring
 from ..security.tokens import TOKEN_ENV, read_auth_token
 from .keys import keyring_from
 from .store_options import add_store_arguments, routes_from, store_urls
 
 if TYPE_CHECKING:
+    from ..stores import Stores
+    from ..types import Document
+    from ..viewer.pages import Context
     from ..viewer.reader import HistoryReader
 
 
@@ -71,22 +75,10 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
 
 @asynccontextmanager
 async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
-    from ..plugins import get_plugin_manager
-    from ..security.sealed_stores import seal_stores
-    from ..stores import open_stores
-    from ..viewer.reader import HistoryReader, RemoteCallStore, in_process
+    from ..viewer.reader import HistoryReader, RemoteCallStore
 
     if args.store_callback_url is not None:
-        if any(store_urls(args, {}).values()):
-            raise ConfigurationError(
-                "--store and the substore flags read a store directly; "
-                "--store-callback-url reads through a running server"
-            )
-        if args.tenant or args.encryption_key_file:
-            raise ConfigurationError(
-                "--tenant and --encryption-key-file are for reading a store directly; "
-                "through a server, its token's tenant is read, opened with its keys"
-            )
+        check_remote(args)
         token = read_auth_token(args.store_auth_token_file, dict(os.environ))
         try:
             call = RemoteCallStore(args.store_callback_url, token)
@@ -94,15 +86,97 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
             raise ConfigurationError(str(error)) from None
         yield HistoryReader(call)
         return
+    async with open_direct(args) as (reader, _, _, _):
+        yield reader
+
+
+def check_remote(args: argparse.Namespace) -> None:
+    """Refuse the flags of reading directly next to a server's URL."""
+    if any(store_urls(args, {}).values()):
+        raise ConfigurationError(
+            "--store and the substore flags read a store directly; "
+            "--store-callback-url reads through a running server"
+        )
+    if args.tenant or args.encryption_key_file:
+        raise ConfigurationError(
+            "--tenant and --encryption-key-file are for reading a store directly; "
+            "through a server, its token's tenant is read, opened with its keys"
+        )
+
+
+@asynccontextmanager
+async def open_direct(
+    args: argparse.Namespace,
+) -> AsyncIterator[tuple[HistoryReader, Stores, Principal, Stores]]:
+    """A store read directly as ``--tenant``'s local admin: its reader, the stores it
+    reads (sealed as serve seals them), the principal, and the backends' own stores."""
+    from ..plugins import get_plugin_manager
+    from ..security.sealed_stores import seal_stores
+    from ..stores import open_stores
+    from ..viewer.reader import HistoryReader, in_process
+
     principal = local_principal(direct_tenant(args))
     keyring = direct_keyring(args)  # a bad key file fails before the store is opened
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
     opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
     try:
         stores = seal_stores(opened.stores, keyring)
-        yield HistoryReader(in_process(lambda: stores, principal))
+        reader = HistoryReader(in_process(lambda: stores, principal))
+        yield reader, stores, principal, opened.stores
     finally:
         await opened.close()
+
+
+class Pages(Protocol):
+    """The viewer's page data, however it is read: ``page(path, params) -> data``."""
+
+    async def page(self, path: str, params: dict[str, str]) -> Document: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPages:
+    """Page data made here, by the pages' own functions, over a store read directly."""
+
+    context: Context
+
+    async def page(self, path: str, params: dict[str, str]) -> Document:
+        from starlette.datastructures import QueryParams
+
+        from ..viewer import pages
+
+        functions = {"": pages.agents, "agent": pages.agent, "runs": pages.runs}
+        view = await functions[path](self.context, QueryParams(params))
+        return view.data
+
+
+@asynccontextmanager
+async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
+    """The page data a history command prints: through a server, its viewer's JSON
+    (one view: the web page, its JSON and the command show the same data); read
+    directly, the same page functions over the store."""
+    from ..history import run_history
+    from ..viewer.activity import Activity
+    from ..viewer.pages import Context
+    from ..viewer.reader import RemotePages
+    from ..viewer.search import ScanSearch
+
+    if args.store_callback_url is not None:
+        check_remote(args)
+        token = read_auth_token(args.store_auth_token_file, dict(os.environ))
+        try:
+            remote = RemotePages(args.store_callback_url, token)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        yield remote
+        return
+    async with open_direct(args) as (reader, stores, principal, backends):
+        activity = Activity(
+            lambda: stores,
+            principal.tenant,
+            lambda: run_history(backends.agents, backends.runs),
+        )
+        context = Context(reader, ScanSearch(reader), activity, principal)
+        yield LocalPages(context)
 
 
 def run_reading(
@@ -115,6 +189,24 @@ def run_reading(
         async with open_reader(args) as reader:
             await read(reader, args)
 
+    return run_main(main)
+
+
+def run_paging(
+    read: Callable[[Pages, argparse.Namespace], Coroutine[Any, Any, None]],
+    args: argparse.Namespace,
+) -> int:
+    """Run a history command that prints page data, as :func:`run_reading` does."""
+
+    async def main() -> None:
+        async with open_pages(args) as pages:
+            await read(pages, args)
+
+    return run_main(main)
+
+
+def run_main(main: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    """Run a history command's coroutine: the store's refusal is one line, exit 1."""
     try:
         asyncio.run(main())
     except ConnectError as error:

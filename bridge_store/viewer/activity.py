@@ -9,13 +9,11 @@ record (stored before it existed, copied or imported) are :data:`UNKNOWN`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..history import UNKNOWN, RunHistory
 from ..stores import Stores
 from ..types import Document
-
-#: How an item without a recorded creator is shown, and how a filter names it.
-UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +22,9 @@ class Activity:
 
     stores: Callable[[], Stores]
     tenant: str
+    #: The backend's own run list across agents, when it has one for these stores
+    #: (asked per request: the stores open after the viewer is built).
+    history: Callable[[], RunHistory | None] = field(default=lambda: None)
 
     async def agent_creators(self, agent_ids: Sequence[str]) -> dict[str, str]:
         """Agent id -> its creator's token name (:data:`UNKNOWN` when none is recorded)."""

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
 
+from ..history import run_history
 from ..security.auth import Principal, TokenRegistry
 from ..stores import Stores
 from .activity import Activity
@@ -44,7 +45,9 @@ def create_viewer(
         # index, which dispatch does not see, is asked for that tenant alone.
         reader = HistoryReader(in_process(stores, principal))
         searcher = searcher_for(search_index(unwrapped()), principal.tenant, reader)
-        activity = Activity(stores, principal.tenant)
+        activity = Activity(
+            stores, principal.tenant, lambda: run_history(unwrapped().agents, unwrapped().runs)
+        )
         return Context(reader=reader, searcher=searcher, activity=activity, principal=principal)
 
     sessions = Sessions.with_new_secret(token_principal(tokens))

@@ -14,11 +14,13 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from ..errors import invalid_argument, not_found
+from ..history import SORTS, RunFilters, Sort
 from ..security.auth import Principal
 from ..types import Document
 from . import queries
 from .activity import Activity
 from .reader import HistoryReader
+from .runs_list import runs_page
 from .search import Searcher, search
 from .transcript import TranscriptBuilder, usage_counts
 
@@ -96,6 +98,60 @@ async def agent(context: Context, params: QueryParams) -> View:
     [data["agent"]] = await context.activity.with_agent_creators([data["agent"]])
     data["runs"] = await context.activity.with_run_creators(data["runs"])
     return View("agent.html", data["agent"].get("name") or data["agent"]["agentId"], data)
+
+
+def run_filters(params: QueryParams) -> RunFilters:
+    """The run list's filters from a page address (each rides in the URL, so it stays
+    while paging); ``since`` and ``until`` are UTC dates, both included."""
+    status = params.get("status") or None
+    if status is not None and status not in queries.RUN_STATUSES:
+        raise invalid_argument(f"status must be one of {', '.join(queries.RUN_STATUSES)}")
+    until = queries.utc_day(params.get("until"), "until")
+    return RunFilters(
+        status=status,
+        model=params.get("model") or None,
+        cwd=params.get("cwd") or None,
+        since=queries.utc_day(params.get("since"), "since"),
+        until=None if until is None else until + queries.DAY_MS,
+        creator=params.get("by") or None,
+    )
+
+
+def run_sort(params: QueryParams) -> Sort:
+    wanted = params.get("sort") or "newest"
+    for sort in SORTS:
+        if sort == wanted:
+            return sort
+    raise invalid_argument(f"sort must be one of {', '.join(SORTS)}")
+
+
+async def runs(context: Context, params: QueryParams) -> View:
+    """Every run of the tenant across agents, newest (or longest, costliest) first."""
+    sort = run_sort(params)
+    cursor = params.get("cursor") or None
+    page = await runs_page(
+        context.reader,
+        context.activity,
+        run_filters(params),
+        sort,
+        cursor=cursor,
+        limit=queries.page_limit(params.get("limit"), queries.DEFAULT_RUNS_PAGE),
+    )
+    data: Document = {
+        "filters": {
+            name: params.get(name) or None
+            for name in ("status", "model", "cwd", "since", "until", "by")
+        },
+        "sort": sort,
+        "runs": await queries.run_rows(context.reader, page.rows),
+        "cursor": cursor,
+        "next": page.next,
+        "limit": params.get("limit") or None,
+        "method": page.method,
+        "statuses": list(queries.RUN_STATUSES),
+        "sorts": list(SORTS),
+    }
+    return View("runs.html", "Runs", data)
 
 
 async def run(context: Context, params: QueryParams) -> View:

@@ -7,11 +7,14 @@ time through the :class:`~bridge_store.viewer.reader.HistoryReader`, never all o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..contract import agent_cursor
 from ..errors import invalid_argument, not_found
+from ..history import UNKNOWN, RunRow, summarize_run
 from ..substores import agent_position
 from ..types import Document
 from .transcript import TranscriptBuilder, usage_counts
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from .reader import HistoryReader
 
 DEFAULT_AGENTS_PAGE = 50
+DEFAULT_RUNS_PAGE = 50
+DAY_MS = 24 * 60 * 60 * 1000
 #: Filters the store cannot apply (status, name, archived) are applied to store pages
 #: as they come; a page of results reads at most this many store pages, so a filter
 #: matching little costs a bounded amount of work per page (the next goes on from there).
@@ -64,6 +69,17 @@ class AgentFilters:
         }
 
 
+def utc_day(value: str | None, name: str) -> int | None:
+    """The start of a UTC day given as YYYY-MM-DD, in epoch milliseconds."""
+    if not value:
+        return None
+    try:
+        day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise invalid_argument(f"{name} must be a date, YYYY-MM-DD, not {value[:40]!r}") from None
+    return int(day.timestamp() * 1000)
+
+
 def page_limit(value: Any, default: int) -> int:
     """A page size from user input: a positive integer, at most MAX_PAGE."""
     if value is None or value == "":
@@ -102,17 +118,37 @@ async def agents_page(
 
 
 def run_summary(run: Document) -> Document:
-    """A run as its row in lists: the document plus its duration and token counts."""
-    started = run.get("startedAt") or run.get("createdAt")
-    ended = run.get("endedAt")
-    duration = ended - started if isinstance(started, int) and isinstance(ended, int) else None
-    model = run.get("model")
+    """A run as its row in lists: the document plus its duration and token counts
+    (:func:`~bridge_store.history.summarize_run`, what the run list sorts by)."""
+    summary = summarize_run(run)
     return {
         **run,
-        "modelId": model.get("id") if isinstance(model, dict) else None,
-        "durationMs": duration,
+        "modelId": summary.model_id,
+        "durationMs": summary.duration_ms,
         "tokens": usage_counts(run.get("usage")),
+        "totalTokens": summary.total_tokens,
     }
+
+
+async def run_rows(reader: HistoryReader, rows: Sequence[RunRow]) -> list[Document]:
+    """The run list's rows: each run's summary, who started it and its agent's name and
+    workspace (each agent read once per page)."""
+    agents: dict[str, Document | None] = {}
+    out: list[Document] = []
+    for row in rows:
+        agent_id = row.run["agentId"]
+        if agent_id not in agents:
+            agents[agent_id] = await reader.agent(agent_id)
+        agent = agents[agent_id] or {}
+        out.append(
+            {
+                **run_summary(row.run),
+                "createdBy": row.creator or UNKNOWN,
+                "agentName": agent.get("name"),
+                "cwd": agent.get("cwd"),
+            }
+        )
+    return out
 
 
 async def agent_page(reader: HistoryReader, agent_id: str) -> Document:

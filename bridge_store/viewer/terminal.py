@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..types import Document
-from .templating import compact, duration, when
+from .templating import compact, duration, error_text, when
 from .transcript import Block, Text, ToolCall, TranscriptBuilder
 
 #: Arguments, results and unknown messages are cut to this on a terminal; --json or
@@ -21,7 +21,30 @@ from .transcript import Block, Text, ToolCall, TranscriptBuilder
 PREVIEW_CHARS = 400
 
 AGENT_COLUMNS = ("updated (UTC)", "status", "name", "workspace", "agent id")
-RUN_COLUMNS = ("turn", "status", "model", "started (UTC)", "duration", "tokens", "error", "run id")
+RUN_COLUMNS = (
+    "turn",
+    "status",
+    "model",
+    "started (UTC)",
+    "duration",
+    "tokens",
+    "started by",
+    "error",
+    "run id",
+)
+RUNS_COLUMNS = (
+    "started (UTC)",
+    "agent",
+    "turn",
+    "status",
+    "model",
+    "duration",
+    "tokens",
+    "started by",
+    "workspace",
+    "error",
+    "run id",
+)
 
 
 def _cut(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -43,9 +66,8 @@ def agent_row(agent: Document) -> tuple[str, ...]:
 
 
 def run_row(run: Document) -> tuple[str, ...]:
-    tokens = run.get("tokens") or {}
-    total = tokens.get("totalTokens", sum(tokens.values()) if tokens else None)
-    error = run.get("error")
+    """A row of one agent's runs (the agent page's data)."""
+    total = run.get("totalTokens")
     return (
         str(run.get("turnNumber")),
         str(run.get("status") or "-"),
@@ -53,7 +75,26 @@ def run_row(run: Document) -> tuple[str, ...]:
         when(run.get("startedAt") or run.get("createdAt")),
         duration(run.get("durationMs")),
         f"{total:,}" if isinstance(total, int) else "-",
-        "" if error is None else _cut(_value(error), 120),
+        str(run.get("createdBy") or "-"),
+        _cut(error_text(run.get("error")), 120),
+        str(run["runId"]),
+    )
+
+
+def runs_row(run: Document) -> tuple[str, ...]:
+    """A row of the run list across agents (the Runs page's data)."""
+    total = run.get("totalTokens")
+    return (
+        when(run.get("startedAt") or run.get("createdAt")),
+        str(run.get("agentName") or run["agentId"]),
+        str(run.get("turnNumber")),
+        str(run.get("status") or "-"),
+        str(run.get("modelId") or "-"),
+        duration(run.get("durationMs")),
+        f"{total:,}" if isinstance(total, int) else "-",
+        str(run.get("createdBy") or "-"),
+        str(run.get("cwd") or "-"),
+        _cut(error_text(run.get("error")), 120),
         str(run["runId"]),
     )
 

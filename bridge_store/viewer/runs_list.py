@@ -1,0 +1,123 @@
+"""The tenant's runs across agents, newest first (or longest, or costliest), filtered.
+
+Two ways answer it, behind :func:`runs_page`, and both give the same pages:
+
+- the backend's :class:`~bridge_store.history.RunHistory` (SQL: one keyset query over
+  the summary columns of revision 0005), asked for the caller's tenant alone;
+- a scan everywhere else (memory, Redis, S3): every run of the tenant is read through
+  the caller's :class:`~bridge_store.viewer.reader.HistoryReader` (``runs.list``, a
+  thousand at a time), summarized, filtered and sorted here, and the page cut at the
+  cursor. Its cost is reading every run for each page (docs/viewer.md has the figures),
+  plus, with the workspace or creator filter, every agent of that workspace or the
+  creators of the runs that pass the other filters.
+
+Cursors are :class:`~bridge_store.history.RunKey` positions either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..history import (
+    RunFilters,
+    RunKey,
+    RunRow,
+    Sort,
+    parse_run_key,
+    run_key,
+    summarize_run,
+)
+from ..types import Document
+from .activity import Activity
+from .reader import FULL_PAGE, HistoryReader
+
+
+@dataclass(frozen=True, slots=True)
+class RunsPage:
+    rows: list[RunRow]
+    #: The cursor of the next page, None at the end.
+    next: str | None
+    #: "index" (the backend answered) or "scan" (read here).
+    method: str
+
+
+async def runs_page(
+    reader: HistoryReader,
+    activity: Activity,
+    filters: RunFilters,
+    sort: Sort,
+    *,
+    cursor: str | None,
+    limit: int,
+) -> RunsPage:
+    """One page of the run list for the reader's (and activity's) tenant."""
+    after = parse_run_key(cursor, sort)
+    index = activity.history()
+    if index is not None:
+        rows = list(
+            await index.runs_page(activity.tenant, filters, sort, after=after, limit=limit + 1)
+        )
+        method = "index"
+    else:
+        rows = await _scan(reader, activity, filters, sort, after=after, limit=limit + 1)
+        method = "scan"
+    page = rows[:limit]
+    more = len(rows) > limit
+    last = page[-1].run if page else None
+    next_cursor = run_key(sort, last, summarize_run(last)).cursor(sort) if more and last else None
+    return RunsPage(page, next_cursor, method)
+
+
+async def _scan(
+    reader: HistoryReader,
+    activity: Activity,
+    filters: RunFilters,
+    sort: Sort,
+    *,
+    after: RunKey | None,
+    limit: int,
+) -> list[RunRow]:
+    of_cwd = await _agents_of(reader, filters.cwd) if filters.cwd is not None else None
+    keyed: list[tuple[RunKey, Document]] = []
+    async for batch in reader.every_run():
+        for run in batch:
+            summary = summarize_run(run)
+            if not filters.matches(summary):
+                continue
+            if of_cwd is not None and run["agentId"] not in of_cwd:
+                continue
+            key = run_key(sort, run, summary)
+            if after is None or key < after:
+                keyed.append((key, run))
+    keyed.sort(key=lambda item: item[0], reverse=True)
+    if filters.creator is None:
+        page = [run for _, run in keyed[:limit]]
+        names = await activity.stores().runs.creators(
+            activity.tenant, [(run["agentId"], run["runId"]) for run in page]
+        )
+        return [RunRow(run, names.get((run["agentId"], run["runId"]))) for run in page]
+    # The creator is beside each run, not in it: ask for them in order until the page
+    # fills, so only as many runs are looked up as the page needs.
+    rows: list[RunRow] = []
+    for start in range(0, len(keyed), FULL_PAGE):
+        batch = [run for _, run in keyed[start : start + FULL_PAGE]]
+        refs = [(run["agentId"], run["runId"]) for run in batch]
+        names = await activity.stores().runs.creators(activity.tenant, refs)
+        for run, ref in zip(batch, refs, strict=True):
+            if filters.shows_creator(names.get(ref)):
+                rows.append(RunRow(run, names.get(ref)))
+                if len(rows) == limit:
+                    return rows
+    return rows
+
+
+async def _agents_of(reader: HistoryReader, cwd: str) -> set[str]:
+    """The ids of every agent of one workspace (the store filters by cwd itself)."""
+    found: set[str] = set()
+    cursor: str | None = None
+    while True:
+        page = await reader.agents(cwd=cwd, cursor=cursor, limit=FULL_PAGE)
+        found.update(agent["agentId"] for agent in page.items)
+        if page.next is None:
+            return found
+        cursor = page.next
