@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "search_index",
         "the viewer's search on SQL: appends with and without the index, index vs scan",
     ),
+    "overview": (
+        "overview",
+        "the viewer's overview and run list over 100,000 runs: SQLite, Postgres, the scan",
+    ),
     "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
     "copy": ("copy", "bridge-store copy of a large SQLite store into Postgres: items/s, peak RSS"),
     "retention": ("retention", "prune (dry run and real) and gc over a seeded store"),

@@ -226,7 +226,8 @@ def create_app(
             stores()  # unavailable until open
             return unwrapped[0]
 
-        routes.append(Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)))
+        viewer = create_viewer(stores, tokens, backend_stores, config.prices)
+        routes.append(Mount(UI_PATH, viewer))
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
     app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)

@@ -10,6 +10,7 @@ from .security.auth import TokenRegistry
 from .security.encryption import Keyring
 from .stores import Routes
 from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from .viewer.prices import PriceTable
 from .wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
@@ -33,7 +34,8 @@ class ServerConfig:
     it; 0 never compresses.
     ``metrics`` serves ``GET /metrics``, behind the bearer token unless
     ``metrics_public``. ``access_log`` logs one line per CallStore call.
-    ``ui`` serves the history viewer under ``/ui/``.
+    ``ui`` serves the history viewer under ``/ui/``; ``prices`` turns its overview's
+    tokens into money.
     ``backend_timeout``: seconds one wait on a backend may take unless its URL says
     otherwise (:class:`~bridge_store.substores.BackendOptions`).
     ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
@@ -50,6 +52,7 @@ class ServerConfig:
     metrics_public: bool = False
     access_log: bool = False
     ui: bool = True
+    prices: PriceTable | None = None
     backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
     retain: RetentionSettings | None = None
 

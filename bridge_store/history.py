@@ -20,6 +20,7 @@ from .contract import _cursor_id as cursor_id  # one cursor format for every lis
 from .contract import _cursor_integer as cursor_integer
 from .contract import _decode_cursor as decode_cursor
 from .contract import _encode_cursor as encode_cursor
+from .statistics import label
 from .types import Document
 
 #: The token counts a run's usage carries, in the order pages show them.
@@ -87,8 +88,9 @@ def summarize_run(run: Document) -> RunSummary:
                 total = sum(reported.values())
     return RunSummary(
         started_at=started,
-        status=status if isinstance(status, str) else None,
-        model_id=model_id if isinstance(model_id, str) else None,
+        # Strings any store can key by (no NUL, a key's length): what the columns hold.
+        status=label(status),
+        model_id=label(model_id),
         duration_ms=duration,
         tokens=tokens,
         total_tokens=total,

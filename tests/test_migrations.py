@@ -46,6 +46,7 @@ EXPECTED_TABLES = {
     "run_events",
     "run_event_counters",
     "checkpoint_blobs",
+    "run_tool_calls",
     VERSION_TABLE,
 }
 SEARCH_OBJECTS = SQLITE_SEARCH_TABLES | POSTGRES_SEARCH_INDEXES
@@ -126,7 +127,8 @@ def test_migrations_ship_as_a_package_resource() -> None:
     assert any(name.startswith("0003_") and name.endswith(".py") for name in versions)
     assert any(name.startswith("0004_") and name.endswith(".py") for name in versions)
     assert any(name.startswith("0005_") and name.endswith(".py") for name in versions)
-    assert head_revision() == "0005"
+    assert any(name.startswith("0006_") and name.endswith(".py") for name in versions)
+    assert head_revision() == "0006"
 
 
 async def test_sqlite_upgrades_to_head_with_the_declared_schema(tmp_path: Path) -> None:

@@ -149,6 +149,38 @@ def test_runs_of_every_agent_filtered_ordered_and_paged(
     assert "leave out AGENT_ID" in err
 
 
+def test_overview_of_the_last_days_with_and_without_prices(
+    capsys: pytest.CaptureFixture[str], source: list[str], tmp_path: Path
+) -> None:
+    code, out, _ = run_cli(capsys, "overview", "--to", "2026-05-28", *source)
+    assert code == 0
+    assert "2026-05-22 to 2026-05-28\t3\t1\t1,200\t340\t800\t16\t0.9 s\t1 min 23 s" in out
+    assert "composer-2\t3\t1\t" in out
+    assert "run_terminal_cmd\t1\t1" in out
+    code, out, _ = run_cli(
+        capsys, "overview", "--to", "2026-05-28", "--days", "30", "--json", *source
+    )
+    data = json.loads(out)
+    assert data["days"] == 30
+    assert data["windows"]["30"]["from"] == "2026-04-29"
+    assert data["windows"]["7"]["total"]["tools"]["byFailures"] == [
+        {"tool": "run_terminal_cmd", "calls": 1, "failures": 1}
+    ]
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."composer-2"]\ninput = 1000\noutput = 1000\n')
+    code, out, _ = run_cli(
+        capsys, "overview", "--to", "2026-05-28", "--prices", str(prices), "--json", *source
+    )
+    week = json.loads(out)["windows"]["7"]
+    # (1,200 input + 340 output) tokens at 1,000 a million.
+    assert week["total"]["cost"] == pytest.approx(1.54)
+    prices.write_text("[models.x]\ninput = -1\noutput = 1\n")
+    code, _, err = run_cli(capsys, "overview", "--prices", str(prices), *source)
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "models.x.input must be a non-negative number" in err
+
+
 def test_transcript_as_text_json_lines_and_markdown(
     capsys: pytest.CaptureFixture[str], source: list[str]
 ) -> None:

@@ -148,3 +148,26 @@ def test_runs_of_every_agent_filtered_sorted_paged_and_linked(page: Page) -> Non
     rows.first.get_by_role("link", name="Turn 1").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("turn 1")
     assert "quokka" not in page.content()
+
+
+def test_the_overview_of_the_last_days_and_its_links(page: Page) -> None:
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Overview").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Overview")
+    page.get_by_label("Ending on (UTC)").fill("2026-05-28")
+    page.get_by_role("button", name="Show").click()
+    expect(page.get_by_role("heading", name="By day, 2026-05-22 to 2026-05-28")).to_be_visible()
+    days = page.locator("table.by-day tbody tr")
+    expect(days).to_have_count(7)
+    expect(days.first).to_contain_text("2026-05-28")
+    expect(page.locator("table.by-model tbody tr").first).to_contain_text("composer-2")
+    expect(page.locator("ol.tools").first).to_contain_text("read_file")
+    assert accessibility_violations(page) == []
+    screenshot(page, "overview.png")
+    page.get_by_role("link", name="Last 30 days").click()
+    expect(days).to_have_count(30)
+    assert "days=30" in page.url
+    # A day's failed runs are one click away.
+    days.first.get_by_role("link", name="1", exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Runs")
+    expect(page.locator("table.all-runs tbody tr")).to_have_count(1)
+    assert "status=error" in page.url

@@ -281,3 +281,22 @@ def test_the_run_list_across_agents_holds_one_tenant(
         assert page.status_code == 200
         assert "quokka" not in page.text
         assert "b-writer" not in page.text
+
+
+def test_the_overview_counts_one_tenant(server: str, request: pytest.FixtureRequest) -> None:
+    sql = request.node.callspec.params["server"] in ("sqlite", "postgres")
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        mine = a.get("/ui/overview?format=json&to=2026-05-28").json()
+        assert mine["method"] == ("index" if sql else "scan")
+        week = mine["windows"]["7"]["total"]
+        assert (week["runs"], week["failed"]) == (3, 1)
+        assert [t["tool"] for t in week["tools"]["byCalls"]] == ["read_file", "run_terminal_cmd"]
+        theirs = b.get("/ui/overview?format=json&to=2026-05-28&days=30").json()
+        month = theirs["windows"]["30"]["total"]
+        assert (month["runs"], month["failed"]) == (2, 0)
+        assert month["tools"] == {"byCalls": [], "byFailures": []}
+        assert month["tokens"]["inputTokens"] == 0
+        page = b.get("/ui/overview?to=2026-05-28")
+        assert page.status_code == 200
+        assert "read_file" not in page.text
+        assert "read_file" in a.get("/ui/overview?to=2026-05-28").text

@@ -21,15 +21,18 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
+from bridge_store.statistics import tool_outcome
 from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 
+from . import tool_counts
 from .engine import Database, Work
 from .filters import one_of, tenants_of
 from .statements import Result, Session
 from .tables import run_event_counters as counters
 from .tables import run_events as t
+from .tables import run_tool_calls
 
 #: Run ids per page of ``run_ids``.
 RUN_ID_PAGE = 1000
@@ -145,12 +148,22 @@ def _run(tenant: str, run_id: str) -> dict[str, str]:
 Appended = tuple[int, str | None]
 
 
-def _append_postgres(conn: Session, tenant: str, event: Document, doc: str) -> Appended:
+#: (tool, failed) of an event that ends a tool call, counted with it (tool_counts.py).
+Outcome = tuple[str, bool] | None
+
+
+def _append_postgres(
+    conn: Session, tenant: str, event: Document, doc: str, outcome: Outcome
+) -> Appended:
     key = event["idempotencyKey"]
     params: dict[str, Any] = {"tenant": tenant, "run_id": event["runId"], "doc": doc}
+    plain, keyed = _APPEND, _APPEND_WITH_KEY
+    if outcome is not None:
+        params.update(tool=outcome[0], failed=int(outcome[1]))
+        plain, keyed = tool_counts.APPEND_POSTGRES, tool_counts.APPEND_WITH_KEY_POSTGRES
     if key is None:
-        return (conn.execute(_APPEND, params)).scalar_one(), None
-    row = (conn.execute(_APPEND_WITH_KEY, {**params, "key": key})).one()
+        return (conn.execute(plain, params)).scalar_one(), None
+    row = (conn.execute(keyed, {**params, "key": key})).one()
     return row[0], row[1]
 
 
@@ -175,11 +188,17 @@ _APPEND_SQLITE = sa.text(
 ).columns(seq=sa.BigInteger())
 
 
-def _append_sqlite(conn: Session, tenant: str, event: Document, doc: str) -> Appended:
+def _append_sqlite(
+    conn: Session, tenant: str, event: Document, doc: str, outcome: Outcome
+) -> Appended:
     run_id, key = event["runId"], event["idempotencyKey"]
     params = {"tenant": tenant, "run_id": run_id, "key": key, "doc": doc}
     seq = (conn.execute(_APPEND_SQLITE, params)).scalar_one_or_none()
     if seq is not None:
+        if outcome is not None:
+            tool, failed = outcome
+            count = {"tenant": tenant, "run_id": run_id, "tool": tool, "calls": 1}
+            conn.execute(tool_counts.ADD, {**count, "failures": int(failed)})
         return seq, None
     existing = _by_key(conn, tenant, run_id, key).one()
     return existing[0], existing[1]
@@ -193,9 +212,10 @@ class SqlRunEvents:
         doc = jsontext.dumps_text(event)
         run_id, key = event["runId"], event["idempotencyKey"]
         append = _append_postgres if self._db.dialect == "postgresql" else _append_sqlite
+        outcome = tool_outcome(event)
 
         def work(conn: Session) -> Appended:
-            return append(conn, tenant, event, doc)
+            return append(conn, tenant, event, doc, outcome)
 
         try:
             seq, stored = await self._db.write(
@@ -272,6 +292,8 @@ class SqlRunEvents:
             )
             if postgres:
                 conn.execute(_SET_COUNTER, {**_run(tenant, run_id), "last_seq": new[-1]["seq"]})
+            if counts := tool_counts.added(tenant, new):
+                conn.execute(tool_counts.ADD, counts)
             return len(new)
 
         return await self._db.write(work, what="runEvents.restore", atomic=True, retry=True)
@@ -281,6 +303,7 @@ class SqlRunEvents:
             if self._db.dialect == "sqlite":
                 # No counters on SQLite: a run's next seq is read off its events.
                 conn.execute(sa.delete(t).where(*_runs(t, tenant, run_ids)))
+                conn.execute(tool_counts.of_runs(tenant, run_ids))
                 return
             # Deleting the counters first locks those runs: appends to them wait for our
             # commit. The events are then deleted in a fresh snapshot (READ COMMITTED)
@@ -295,12 +318,14 @@ class SqlRunEvents:
                 )
             )
             if locked:
-                conn.execute(
-                    sa.delete(t).where(
-                        t.c.tenant == tenant,
-                        t.c.run_id == sa.any_(sa.literal(locked, postgresql.ARRAY(sa.Text()))),
+                for table in (t, run_tool_calls):
+                    conn.execute(
+                        sa.delete(table).where(
+                            table.c.tenant == tenant,
+                            table.c.run_id
+                            == sa.any_(sa.literal(locked, postgresql.ARRAY(sa.Text()))),
+                        )
                     )
-                )
 
         await self._db.write(work, what="runEvents.delete", atomic=True, retry=True)
 

@@ -17,8 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from bridge_store.history import MISSING, UNKNOWN, RunFilters, RunKey, RunRow, Sort
+from bridge_store.statistics import Counts
 from bridge_store.wire import jsontext
 
+from . import overview
 from .agents import SqlAgents
 from .engine import Database
 from .runs import SqlRuns
@@ -72,7 +74,8 @@ def runs_query(
 
 
 class HistoryRuns(SqlRuns):
-    """The runs substore, which also lists runs across agents (RunHistory)."""
+    """The runs substore, which also lists runs across agents (RunHistory) and counts
+    the overview (RunStatistics)."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
@@ -102,3 +105,13 @@ class HistoryRuns(SqlRuns):
 
         rows = await self._history_db.read(work, what="runs.history")
         return [RunRow(jsontext.loads_document(doc), creator) for doc, creator in rows]
+
+    async def counts(self, tenant: str, *, since: int, until: int) -> Counts:
+        """The overview's counts (RunStatistics), from the summaries and tool counts."""
+
+        def work(conn: Session) -> Counts:
+            return overview.count(conn, tenant, since, until)
+
+        # Three statements outside a transaction: a run written between them can only
+        # be in one count and not another, as a page read a moment later would show.
+        return await self._history_db.read(work, what="runs.overview")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge_store.contract import MAX_KEY_BYTES, is_storable_key
 from bridge_store.history import summarize_run
 from bridge_store.types import Document
 
@@ -33,8 +32,8 @@ def summary_columns(run: Document) -> dict[str, Any]:
     tokens = summary.tokens or {}
     return {
         "started_at": summary.started_at if summary.started_at is not None else 0,
-        "status": _label(summary.status),
-        "model_id": _label(summary.model_id),
+        "status": summary.status,
+        "model_id": summary.model_id,
         "duration_ms": summary.duration_ms,
         "input_tokens": tokens.get("inputTokens"),
         "output_tokens": tokens.get("outputTokens"),
@@ -42,12 +41,3 @@ def summary_columns(run: Document) -> dict[str, Any]:
         "cache_write_tokens": tokens.get("cacheWriteTokens"),
         "total_tokens": summary.total_tokens,
     }
-
-
-def _label(text: str | None) -> str | None:
-    """A status or model id as a column holds it: one no database refuses (no NUL, no
-    lone surrogate, a key's length), else None. Documents may hold any string; storing
-    one must never fail because of its summary."""
-    if text is None or len(text) > MAX_KEY_BYTES or not is_storable_key(text):
-        return None
-    return text if len(text.encode("utf-8")) <= MAX_KEY_BYTES else None

@@ -5,7 +5,7 @@ current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
 generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
 ``copy``, ``export``, ``import`` and ``import-local`` (:mod:`.copy`, :mod:`.export`,
 :mod:`.import_archive`, :mod:`.import_local`; what the commands moving history share
-is in :mod:`.transfer`), the history commands ``agents``, ``runs`` and ``transcript``
+is in :mod:`.transfer`), the history commands ``agents``, ``runs``, ``overview`` and ``transcript``
 (reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and ``config show``
 (:mod:`.config`); the storage flags they share are in :mod:`.store_options`, serve's
 config file in :mod:`.settings`, running under uvicorn (serve, ui) in :mod:`.serving`.
@@ -42,6 +42,7 @@ from . import (
     import_archive,
     import_local,
     keys,
+    overview,
     prune,
     runs,
     serve,
@@ -77,6 +78,7 @@ COMMANDS: dict[str, Command] = {
     "import-local": import_local,
     "agents": agents,
     "runs": runs,
+    "overview": overview,
     "transcript": transcript,
     "ui": ui,
     "config": config,

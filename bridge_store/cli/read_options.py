@@ -144,7 +144,12 @@ class LocalPages:
 
         from ..viewer import pages
 
-        functions = {"": pages.agents, "agent": pages.agent, "runs": pages.runs}
+        functions = {
+            "": pages.agents,
+            "agent": pages.agent,
+            "runs": pages.runs,
+            "overview": pages.overview,
+        }
         view = await functions[path](self.context, QueryParams(params))
         return view.data
 

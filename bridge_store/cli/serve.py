@@ -24,6 +24,7 @@ from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .keys import keyring_from
+from .price_options import add_prices_argument, prices_from
 from .prune import add_retain_arguments, retention_from
 from .settings import add_config_argument
 from .store_options import add_store_arguments, routes_from
@@ -31,6 +32,7 @@ from .tls import add_tls_arguments, uvicorn_tls
 
 if TYPE_CHECKING:
     from ..ops.tracing import Tracing
+    from ..viewer.prices import PriceTable
 
 DEFAULT_PORT = 8787
 
@@ -166,6 +168,7 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--no-ui", dest="ui", action="store_false", help="do not serve the history viewer at /ui/"
     )
+    add_prices_argument(serve)
     add_retain_arguments(serve)
     add_tls_arguments(serve)
 
@@ -187,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         tracing.instrument()
 
     routes = routes_from(args)
+    prices = prices_from(args)  # a bad price table stops the start, in one line
     if not (math.isfinite(args.backend_timeout) and args.backend_timeout > 0):
         raise ConfigurationError(
             f"--backend-timeout must be a positive number of seconds, not {args.backend_timeout}"
@@ -208,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     # on the way out, for a caller that runs serve in its own process.
     umask = os.umask(0o077)
     try:
-        return _serve_on(listener, args, routes, resolved, options, limits, tls, tracing)
+        return _serve_on(listener, args, routes, resolved, options, limits, tls, tracing, prices)
     finally:
         os.umask(umask)
         listener.close()  # uvicorn has closed it after serving; not if the start failed
@@ -225,6 +229,7 @@ def _serve_on(
     limits: HttpLimits,
     tls: dict[str, Any],
     tracing: Tracing | None,
+    prices: PriceTable | None,
 ) -> int:
     import uvicorn
 
@@ -244,6 +249,7 @@ def _serve_on(
         metrics_public=args.metrics_public,
         access_log=args.access_log,
         ui=args.ui,
+        prices=prices,
         backend_timeout=options.timeout,
         retain=retention_from(args),
     )

@@ -11,6 +11,7 @@ from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegist
 from ..security.tokens import TOKEN_ENV, load_or_generate
 from ..stores import resolve
 from ..viewer import UI_PATH
+from .price_options import add_prices_argument, prices_from
 from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
 from .store_options import add_store_arguments, routes_from
 
@@ -43,6 +44,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_store_arguments(ui)
     add_direct_read_arguments(ui)
+    add_prices_argument(ui)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     routes = routes_from(args)
     tenant = direct_tenant(args)
     keyring = direct_keyring(args)
+    prices = prices_from(args)
     resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
     # The port first: nothing is written (a token file) by a viewer that cannot listen.
     listener = listen(args.host, args.port)
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(
-        create_ui_app(routes, _reader_of(token.value, tenant), manager, keyring),
+        create_ui_app(routes, _reader_of(token.value, tenant), manager, keyring, prices),
         log_level="warning",
         **UVICORN_SETTINGS,
     )

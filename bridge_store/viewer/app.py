@@ -8,9 +8,11 @@ from starlette.applications import Starlette
 
 from ..history import run_history
 from ..security.auth import Principal, TokenRegistry
+from ..statistics import run_statistics
 from ..stores import Stores
 from .activity import Activity
 from .pages import Context
+from .prices import PriceTable
 from .reader import HistoryReader, in_process
 from .search import search_index, searcher_for
 from .session import Sessions
@@ -31,12 +33,14 @@ def create_viewer(
     stores: Callable[[], Stores],
     tokens: TokenRegistry,
     backend_stores: Callable[[], Stores] | None = None,
+    prices: PriceTable | None = None,
 ) -> Starlette:
     """The viewer over the stores ``stores()`` returns (asked per request: they open later).
 
     ``backend_stores()`` are the same substores before the server wrapped them (to seal
-    secrets, to count bytes): where search looks for a backend's own index. Without
-    it, ``stores()`` are taken to be the backends' own.
+    secrets, to count bytes): where search looks for a backend's own index, and the run
+    list and overview for a backend's own summaries. Without it, ``stores()`` are taken
+    to be the backends' own. ``prices`` turn the overview's tokens into money.
     """
     unwrapped = backend_stores or stores
 
@@ -46,9 +50,12 @@ def create_viewer(
         reader = HistoryReader(in_process(stores, principal))
         searcher = searcher_for(search_index(unwrapped()), principal.tenant, reader)
         activity = Activity(
-            stores, principal.tenant, lambda: run_history(unwrapped().agents, unwrapped().runs)
+            stores,
+            principal.tenant,
+            history=lambda: run_history(unwrapped().agents, unwrapped().runs),
+            statistics=lambda: run_statistics(unwrapped().agents, unwrapped().runs),
         )
-        return Context(reader=reader, searcher=searcher, activity=activity, principal=principal)
+        return Context(reader, searcher, activity, principal, prices)
 
     sessions = Sessions.with_new_secret(token_principal(tokens))
     return Viewer(sessions, context_for).app()

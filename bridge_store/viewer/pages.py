@@ -19,6 +19,8 @@ from ..security.auth import Principal
 from ..types import Document
 from . import queries
 from .activity import Activity
+from .overview import WINDOWS, overview_counts, priced, window
+from .prices import PriceTable
 from .reader import HistoryReader
 from .runs_list import runs_page
 from .search import Searcher, search
@@ -47,6 +49,8 @@ class Context:
     activity: Activity
     #: Who is signed in: every page says so.
     principal: Principal
+    #: What the overview prices tokens at (``--prices``), if anything.
+    prices: PriceTable | None = None
 
     def signed_in(self) -> Document:
         return {"name": self.principal.name, "tenant": self.principal.tenant}
@@ -152,6 +156,34 @@ async def runs(context: Context, params: QueryParams) -> View:
         "sorts": list(SORTS),
     }
     return View("runs.html", "Runs", data)
+
+
+async def overview(context: Context, params: QueryParams) -> View:
+    """The last 7 and 30 days (ending ``to``, a UTC date, today unless given) per day and
+    per model; ``days`` picks which of the two the page details."""
+    days = params.get("days") or str(WINDOWS[0])
+    if days not in {str(size) for size in WINDOWS}:
+        raise invalid_argument(f"days must be one of {', '.join(map(str, WINDOWS))}")
+    to = queries.utc_day(params.get("to"), "to")
+    today = (to if to is not None else queries.now_ms()) // queries.DAY_MS
+    longest = max(WINDOWS)
+    counts, method = await overview_counts(
+        context.reader,
+        context.activity,
+        since=(today - longest + 1) * queries.DAY_MS,
+        until=(today + 1) * queries.DAY_MS,
+    )
+    windows = {str(size): window(counts, today=today, days=size) for size in WINDOWS}
+    if context.prices is not None:
+        windows = {size: priced(view, context.prices) for size, view in windows.items()}
+    data: Document = {
+        "days": int(days),
+        "to": windows[days]["to"],
+        "method": method,
+        "priced": context.prices is not None,
+        "windows": windows,
+    }
+    return View("overview.html", f"Overview: last {days} days", data)
 
 
 async def run(context: Context, params: QueryParams) -> View:

@@ -7,6 +7,7 @@ time through the :class:`~bridge_store.viewer.reader.HistoryReader`, never all o
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -67,6 +68,10 @@ class AgentFilters:
             "name": self.name,
             "archived": self.archived,
         }
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def utc_day(value: str | None, name: str) -> int | None:

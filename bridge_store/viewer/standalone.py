@@ -23,6 +23,7 @@ from ..security.sealed_stores import seal_stores
 from ..stores import Routes, Stores, open_stores
 from . import UI_PATH
 from .app import create_viewer
+from .prices import PriceTable
 
 
 def create_ui_app(
@@ -30,6 +31,7 @@ def create_ui_app(
     tokens: TokenRegistry,
     manager: pluggy.PluginManager,
     keyring: Keyring | None = None,
+    prices: PriceTable | None = None,
 ) -> Starlette:
     # The open stores: sealed as serve seals them, and the backends' own beneath.
     serving: list[tuple[Stores, Stores]] = []
@@ -64,7 +66,7 @@ def create_ui_app(
             Route("/", home, methods=["GET"]),
             Route(UI_PATH, home, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)),
+            Mount(UI_PATH, create_viewer(stores, tokens, backend_stores, prices)),
         ],
         lifespan=lifespan,
     )

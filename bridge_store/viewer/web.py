@@ -60,6 +60,7 @@ class Viewer(Generic[Principal]):
             Route("/", self._page(pages.agents), methods=["GET"]),
             Route("/agent", self._page(pages.agent), methods=["GET"]),
             Route("/runs", self._page(pages.runs), methods=["GET"]),
+            Route("/overview", self._page(pages.overview), methods=["GET"]),
             Route("/run", self._run, methods=["GET"]),
             Route("/events", self._page(pages.events), methods=["GET"]),
             Route("/search", self._page(pages.search_page), methods=["GET"]),

@@ -3,8 +3,9 @@
 Columns of ``runs`` (``bridge_store_sql.summary``): ``started_at`` (the run's start, or
 its creation; 0 when it has neither), ``status``, ``model_id``, ``duration_ms`` and the
 token counts of its usage, all from ``bridge_store.history.summarize_run``; and the
-index ``ix_runs_started`` (tenant, started_at, agent_id, run_id) that lists a tenant's
-runs newest first and bounds the overview's days.
+index ``ix_runs_started`` (tenant, started_at, agent_id, run_id, then the summary
+columns the overview reads, so its statements read the index alone) that lists a
+tenant's runs newest first and bounds the overview's days.
 
 The backend writes them with every create and update. Rows from before are filled
 here by the same function (the one definition of a run's summary), a batch of
@@ -27,6 +28,7 @@ from alembic import op
 
 from bridge_store.wire import jsontext
 from bridge_store_sql.summary import SUMMARY_COLUMNS, summary_columns
+from bridge_store_sql.tables import RUNS_STARTED_COLUMNS
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -95,7 +97,7 @@ def upgrade() -> None:
     for column in _columns():
         op.add_column("runs", column)
     backfill(op.get_bind())
-    op.create_index("ix_runs_started", "runs", ["tenant", "started_at", "agent_id", "run_id"])
+    op.create_index("ix_runs_started", "runs", list(RUNS_STARTED_COLUMNS))
 
 
 def downgrade() -> None:

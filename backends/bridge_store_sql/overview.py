@@ -1,0 +1,85 @@
+"""The overview's counts, from revision 0005's run summaries and 0006's tool counts.
+
+Three statements over one tenant's runs of a range of days, each a range of the index
+``ix_runs_started`` (tenant, started_at, ...): the runs, failures and token sums per
+(day, model); the durations of the runs that have one (the medians and 95th
+percentiles are taken from them by the caller, the same way for every backend); and
+the tool calls and failures per (day, model, tool), joining each run's counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from bridge_store.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals
+
+from .statements import Session
+from .tables import run_tool_calls as c
+from .tables import runs as r
+
+
+def _in_range(tenant: str, since: int, until: int) -> list[sa.ColumnElement[bool]]:
+    return [r.c.tenant == tenant, r.c.started_at >= since, r.c.started_at < until]
+
+
+def _day() -> sa.ColumnElement[Any]:
+    # Integer division on both dialects (bigint / bigint); started_at is never negative
+    # for a real run, and a run without a time (0) falls on day 0, outside any range.
+    return (r.c.started_at // sa.literal(DAY_MS, sa.BigInteger())).label("day")
+
+
+def totals_query(tenant: str, since: int, until: int) -> sa.Select[Any]:
+    day = _day()
+    failed = sa.func.sum(sa.case((r.c.status == FAILED, 1), else_=0))
+    return (
+        sa.select(
+            day,
+            r.c.model_id,
+            sa.func.count(),
+            failed,
+            sa.func.sum(r.c.input_tokens),
+            sa.func.sum(r.c.output_tokens),
+            sa.func.sum(r.c.cache_read_tokens),
+            sa.func.sum(r.c.cache_write_tokens),
+        )
+        .where(*_in_range(tenant, since, until))
+        .group_by(day, r.c.model_id)
+    )
+
+
+def durations_query(tenant: str, since: int, until: int) -> sa.Select[Any]:
+    return sa.select(_day(), r.c.model_id, r.c.duration_ms).where(
+        *_in_range(tenant, since, until), r.c.duration_ms.is_not(None)
+    )
+
+
+def tools_query(tenant: str, since: int, until: int) -> sa.Select[Any]:
+    day = _day()
+    return (
+        sa.select(day, r.c.model_id, c.c.tool, sa.func.sum(c.c.calls), sa.func.sum(c.c.failures))
+        .select_from(r.join(c, sa.and_(c.c.tenant == r.c.tenant, c.c.run_id == r.c.run_id)))
+        .where(*_in_range(tenant, since, until))
+        .group_by(day, r.c.model_id, c.c.tool)
+    )
+
+
+def _int(value: Any) -> int:
+    # SUM over bigint is numeric on Postgres (a Decimal here), and NULL over no values.
+    return int(value) if value is not None else 0
+
+
+def count(session: Session, tenant: str, since: int, until: int) -> Counts:
+    """Every count of the overview (one unit of work: three statements)."""
+    counts = Counts()
+    for row in session.execute(totals_query(tenant, since, until)):
+        day, model, runs, failed, *tokens = row
+        counts.totals.append(
+            Totals(int(day), model, _int(runs), _int(failed), *(_int(t) for t in tokens))
+        )
+    for day, model, ms in session.execute(durations_query(tenant, since, until)):
+        counts.durations.append(Duration(int(day), model, int(ms)))
+    for day, model, tool, calls, failures in session.execute(tools_query(tenant, since, until)):
+        counts.tools.append(ToolCount(int(day), model, tool, _int(calls), _int(failures)))
+    return counts

@@ -1,0 +1,200 @@
+"""The overview: the last 7 and 30 days of the tenant's runs, per day and per model.
+
+Runs, failed runs, tokens (input, output, cache read, cache write), the median and
+95th percentile of the durations, and the tools with the most calls and the most
+failures; with a price table, the same tokens as money. Made from the
+:class:`~bridge_store.statistics.Counts` of the last 30 days (the 7 days are a part of
+them), counted by the backend when it can (:class:`~bridge_store.statistics.
+RunStatistics`: SQL, from summaries kept as runs are written and events appended) or
+by reading every run of those days and its events through the reader (a scan, whose
+cost docs/viewer.md gives).
+
+Percentiles are nearest-rank: the value at rank ``ceil(p/100 * n)`` of the ``n``
+sorted durations, so the median of 4 runs is the second, and a p95 is always a
+duration a run really had.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from ..history import TOKEN_KINDS, summarize_run
+from ..statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, tool_outcome
+from ..types import Document
+from .activity import Activity
+from .prices import PriceTable
+from .reader import HistoryReader
+
+WINDOWS = (7, 30)
+#: How many tools each "top" list names.
+TOP_TOOLS = 10
+TOP_TOOLS_PER_MODEL = 5
+#: How a run without a model is listed.
+NO_MODEL = "(none)"
+
+
+def day_text(day: int) -> str:
+    return datetime.fromtimestamp(day * DAY_MS / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def percentile(sorted_values: list[int], p: float) -> int | None:
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+async def overview_counts(
+    reader: HistoryReader, activity: Activity, *, since: int, until: int
+) -> tuple[Counts, str]:
+    """The counts of ``[since, until)`` and how they were made ("index" or "scan")."""
+    index = activity.statistics()
+    if index is not None:
+        return await index.counts(activity.tenant, since=since, until=until), "index"
+    return await scan_counts(reader, since=since, until=until), "scan"
+
+
+async def scan_counts(reader: HistoryReader, *, since: int, until: int) -> Counts:
+    """The counts, by reading every run of the tenant and the events of those in range."""
+    totals: dict[tuple[int, str | None], list[int]] = defaultdict(lambda: [0] * 6)
+    counts = Counts()
+    tools: Counter[tuple[int, str | None, str]] = Counter()
+    failures: Counter[tuple[int, str | None, str]] = Counter()
+    async for batch in reader.every_run():
+        for run in batch:
+            summary = summarize_run(run)
+            started = summary.started_at if summary.started_at is not None else 0
+            if not since <= started < until:
+                continue
+            day, model = started // DAY_MS, summary.model_id
+            cell = totals[(day, model)]
+            cell[0] += 1
+            cell[1] += summary.status == FAILED
+            for n, kind in enumerate(TOKEN_KINDS, start=2):
+                cell[n] += (summary.tokens or {}).get(kind, 0)
+            if summary.duration_ms is not None:
+                counts.durations.append(Duration(day, model, summary.duration_ms))
+            async for event in reader.all_events(run["runId"]):
+                outcome = tool_outcome(event)
+                if outcome is not None:
+                    tools[(day, model, outcome[0])] += 1
+                    failures[(day, model, outcome[0])] += outcome[1]
+    counts.totals = [Totals(day, model, *cell) for (day, model), cell in totals.items()]
+    counts.tools = [ToolCount(*key, n, failures[key]) for key, n in tools.items()]
+    return counts
+
+
+def _tokens(rows: Iterable[Totals]) -> dict[str, int]:
+    sums = dict.fromkeys(TOKEN_KINDS, 0)
+    for row in rows:
+        for kind, value in zip(
+            TOKEN_KINDS,
+            (row.input_tokens, row.output_tokens, row.cache_read_tokens, row.cache_write_tokens),
+            strict=True,
+        ):
+            sums[kind] += value
+    return sums
+
+
+def _top(tools: Iterable[ToolCount], size: int) -> Document:
+    calls: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    for row in tools:
+        calls[row.tool] += row.calls
+        failed[row.tool] += row.failures
+
+    def ranked(by: Counter[str]) -> list[Document]:
+        order = sorted((tool for tool in by if by[tool]), key=lambda tool: (-by[tool], tool))
+        return [{"tool": t, "calls": calls[t], "failures": failed[t]} for t in order[:size]]
+
+    return {"byCalls": ranked(calls), "byFailures": ranked(failed)}
+
+
+def _group(counts: Counts, size: int) -> Document:
+    ms = sorted(duration.ms for duration in counts.durations)
+    return {
+        "runs": sum(row.runs for row in counts.totals),
+        "failed": sum(row.failed for row in counts.totals),
+        "tokens": _tokens(counts.totals),
+        "medianMs": percentile(ms, 50),
+        "p95Ms": percentile(ms, 95),
+        "tools": _top(counts.tools, size),
+    }
+
+
+def window(counts: Counts, *, today: int, days: int) -> Document:
+    """One window's overview: every day of it (newest first), every model, the whole.
+
+    Each row of the counts is looked at once (grouped by day and by model in one
+    pass): over 100,000 runs this is what the page's time goes to after the queries.
+    """
+    first = today - days + 1
+    by_day = {day: Counts() for day in range(first, today + 1)}
+    by_model: dict[str | None, Counts] = defaultdict(Counts)
+    whole = Counts()
+    for totals in counts.totals:
+        if first <= totals.day <= today:
+            for group in (by_day[totals.day], by_model[totals.model], whole):
+                group.totals.append(totals)
+    for duration in counts.durations:
+        if first <= duration.day <= today:
+            for group in (by_day[duration.day], by_model[duration.model], whole):
+                group.durations.append(duration)
+    for tool in counts.tools:
+        if first <= tool.day <= today:
+            for group in (by_day[tool.day], by_model[tool.model], whole):
+                group.tools.append(tool)
+    models = sorted(by_model, key=lambda model: (model is None, model or ""))
+    return {
+        "days": days,
+        "from": day_text(first),
+        "to": day_text(today),
+        "total": _group(whole, TOP_TOOLS),
+        "byDay": [
+            {"day": day_text(day), **_group(by_day[day], 1)} for day in range(today, first - 1, -1)
+        ],
+        "byModel": [
+            {
+                "model": model if model is not None else NO_MODEL,
+                **_group(by_model[model], TOP_TOOLS_PER_MODEL),
+            }
+            for model in models
+            if by_model[model].totals
+        ],
+        "cells": [
+            {"day": day_text(row.day), "model": row.model, "tokens": _tokens([row])}
+            for row in whole.totals
+        ],
+    }
+
+
+def priced(view: Document, prices: PriceTable) -> Document:
+    """``view`` (a window) with what its tokens cost, by day, model and in all.
+
+    From its cells (tokens per day and model): a day's cost is that of its models'
+    tokens at each model's prices. Tokens of a model the table does not price are left
+    out of every cost and counted in ``unpriced`` runs' models.
+    """
+    by_day: dict[str, float] = defaultdict(float)
+    by_model: dict[str, float] = defaultdict(float)
+    unpriced: set[str] = set()
+    for cell in view["cells"]:
+        model = cell["model"]
+        cost = prices.cost(model, cell["tokens"])
+        name = model if model is not None else NO_MODEL
+        if cost is None:
+            unpriced.add(name)
+            continue
+        by_day[cell["day"]] += cost
+        by_model[name] += cost
+    return {
+        **view,
+        "currency": prices.currency,
+        "unpriced": sorted(unpriced),
+        "total": {**view["total"], "cost": sum(by_model.values())},
+        "byDay": [{**row, "cost": by_day.get(row["day"], 0.0)} for row in view["byDay"]],
+        "byModel": [{**row, "cost": by_model.get(row["model"])} for row in view["byModel"]],
+    }

@@ -1,0 +1,17 @@
+"""bench/overview.py runs end to end at a small size and answers from the index and the scan."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.overview import main
+
+
+def test_overview_bench_times_every_page_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--runs", "300", "--agents", "20", "--scan-runs", "40", "--repeat", "1"]
+    assert main([*argv, "--no-postgres"]) == 0
+    out = capsys.readouterr().out
+    assert "sqlite (index): " in out
+    assert "memory (scan): " in out
+    for page in ("overview (7 and 30 days)", "runs, newest first", "runs, most tokens first"):
+        assert out.count(page) == 2

@@ -1,0 +1,270 @@
+"""The overview's counts: the SQL backend's and the scan's are the same, and stay right.
+
+A store of runs over forty days, of several models and statuses, whose events end tool
+calls (completed, failed, some never ending), is counted by the SQL backend (revision
+0005's run summaries, 0006's tool counts kept as events are appended) and by reading
+every run and event, as the other backends are: the counts must be equal. An append
+repeated with its idempotency key, a restore and a deletion keep the tool counts
+equal to the log; revision 0006's backfill counts the events stored before it exactly
+as appends do. The overview made from the counts (days, models, nearest-rank
+percentiles, top tools, money) and the price table's checks are tested on their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge_store.conformance.harness import StoreClient, run
+from bridge_store.errors import ConfigurationError
+from bridge_store.history import summarize_run
+from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.security.auth import Principal, Scope
+from bridge_store.statistics import DAY_MS, Counts, Duration, ToolCount, Totals, run_statistics
+from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.viewer.overview import percentile, priced, scan_counts, window
+from bridge_store.viewer.prices import load_prices
+from bridge_store.viewer.reader import HistoryReader, in_process
+from bridge_store_sql.backend import SqlBackend
+from bridge_store_sql.migrate import downgrade
+
+from .support.history import message
+
+TENANT = "team-a"
+WRITER = Principal(name="writer", tenant=TENANT, scope=Scope.WRITE)
+TODAY = 20_600  # a UTC day number (2026-05-27)
+SINCE, UNTIL = (TODAY - 39) * DAY_MS, (TODAY + 1) * DAY_MS
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    found: str = request.getfixturevalue("make_postgres_url")()
+    return found
+
+
+def tool_event(agent_id: str, run_id: str, call: str, name: Any, status: str) -> dict[str, Any]:
+    body = {"type": "tool_call", "call_id": call, "name": name, "status": status}
+    return message(agent_id, run_id, body)
+
+
+async def write(client: StoreClient, rng: random.Random) -> None:
+    for n in range(80):
+        agent_id, run_id = f"agent-{n % 5}", f"run-{n:03}"
+        start = (TODAY - rng.randrange(-3, 42)) * DAY_MS + rng.randrange(DAY_MS)
+        fields: dict[str, Any] = {
+            "status": rng.choice(["finished", "error", "error", "running", "cancelled"]),
+            "model": rng.choice([{"id": "composer-2"}, {"id": "gpt-5"}, None]),
+            "startedAt": start,
+            "endedAt": rng.choice([start + rng.randrange(1, 900_000), None]),
+            "usage": rng.choice(
+                [None, {"inputTokens": rng.randrange(9_000), "cacheWriteTokens": 7}]
+            ),
+        }
+        await client.call("runs", "create", {"run": run(run_id, agent_id, **fields)})
+        for call in range(rng.randrange(4)):
+            name = rng.choice(["read_file", "edit_file", "run_terminal_cmd", None, "x\u0000y"])
+            await client.call(
+                "runEvents", "append", tool_event(agent_id, run_id, f"c{call}", name, "running")
+            )
+            ending = rng.choice(["completed", "completed", "error", None])
+            if ending is not None:
+                event = tool_event(agent_id, run_id, f"c{call}", name, ending)
+                if rng.random() < 0.3:
+                    event["idempotencyKey"] = f"{run_id}-{call}"
+                    # The bridge's retry of a stored append: counted once.
+                    await client.call("runEvents", "append", event)
+                await client.call("runEvents", "append", event)
+        text = {"type": "assistant", "message": {"role": "assistant", "content": []}}
+        await client.call("runEvents", "append", message(agent_id, run_id, text))
+
+
+@pytest.fixture
+async def opened(url: str) -> AsyncIterator[OpenStores]:
+    manager = get_plugin_manager()
+    stores = await open_stores(manager, Routes.single(url), migrate=True)
+    try:
+        client = StoreClient(stores=stores.stores, manager=manager, principal=WRITER)
+        await write(client, random.Random(7))
+        # Another tenant's tool calls are not ours.
+        other = dataclasses.replace(client, principal=dataclasses.replace(WRITER, tenant="b"))
+        await other.call("runs", "create", {"run": run("run-000", "agent-0", startedAt=SINCE)})
+        await other.call(
+            "runEvents", "append", tool_event("agent-0", "run-000", "c", "secret", "error")
+        )
+        yield stores
+    finally:
+        await stores.close()
+
+
+def normal(counts: Counts) -> tuple[list[Any], ...]:
+    return (
+        sorted(counts.totals, key=repr),
+        sorted(counts.durations, key=repr),
+        sorted(counts.tools, key=repr),
+    )
+
+
+async def counted(opened: OpenStores) -> tuple[Counts, Counts]:
+    stores = opened.stores
+    index = run_statistics(stores.agents, stores.runs)
+    assert index is not None
+    reader = HistoryReader(in_process(lambda: stores, WRITER))
+    indexed = await index.counts(TENANT, since=SINCE, until=UNTIL)
+    return indexed, await scan_counts(reader, since=SINCE, until=UNTIL)
+
+
+async def test_the_backend_counts_what_reading_the_history_counts(opened: OpenStores) -> None:
+    indexed, scanned = await counted(opened)
+    assert normal(indexed) == normal(scanned)
+    reader = HistoryReader(in_process(lambda: opened.stores, WRITER))
+    starts = [summarize_run(doc).started_at or 0 async for b in reader.every_run() for doc in b]
+    in_range = [start for start in starts if SINCE <= start < UNTIL]
+    assert 0 < len(in_range) < len(starts)
+    assert sum(row.runs for row in indexed.totals) == len(in_range)
+    tools = {row.tool for row in indexed.tools}
+    assert {"read_file", "edit_file", "run_terminal_cmd", "tool"} <= tools
+    assert "secret" not in tools
+    assert sum(row.failures for row in indexed.tools) > 0
+
+
+async def test_restored_and_deleted_events_keep_the_tool_counts_right(
+    opened: OpenStores,
+) -> None:
+    stores = opened.stores
+    client = StoreClient(stores=stores, manager=get_plugin_manager(), principal=WRITER)
+    log = (await client.call("runEvents", "list", {"runId": "run-001", "limit": 1000}))["items"]
+    assert any("tool_call" in str(event) for event in log)
+    await client.call("runs", "create", {"run": run("run-copy", "agent-1", startedAt=SINCE)})
+    copied = [{**event, "runId": "run-copy"} for event in log]
+    assert await stores.run_events.restore(TENANT, "run-copy", copied) == len(log)
+    # Restoring again adds nothing, so counts nothing.
+    assert await stores.run_events.restore(TENANT, "run-copy", copied) == 0
+    indexed, scanned = await counted(opened)
+    assert normal(indexed) == normal(scanned)
+    await client.call("runEvents", "delete", {"filter": {"runIds": ["run-001", "run-002"]}})
+    indexed, scanned = await counted(opened)
+    assert normal(indexed) == normal(scanned)
+    await client.call("runEvents", "delete", {"filter": {}})
+    indexed, scanned = await counted(opened)
+    assert indexed.tools == scanned.tools == []
+
+
+async def test_the_backfill_counts_old_events_as_appends_do(url: str, opened: OpenStores) -> None:
+    before, _ = await counted(opened)
+    backend = open_backend(get_plugin_manager(), url)
+    assert isinstance(backend, SqlBackend)
+    await backend.start(migrate=False)
+    try:
+        await backend.db.migrate(lambda conn: downgrade(conn, "0005"), what="test")
+        await backend.upgrade_schema()
+    finally:
+        await backend.close()
+    after, scanned = await counted(opened)
+    assert normal(after) == normal(before) == normal(scanned)
+
+
+# -- the overview made of counts ---------------------------------------------------------
+
+
+def counts() -> Counts:
+    return Counts(
+        totals=[
+            Totals(TODAY, "composer-2", 4, 1, 1_000_000, 200_000, 0, 10),
+            Totals(TODAY - 1, "gpt-5", 2, 2, 500_000, 0, 3_000_000, 0),
+            Totals(TODAY - 10, "composer-2", 1, 0, 1, 1, 1, 1),
+            Totals(TODAY, None, 1, 0, 0, 0, 0, 0),
+        ],
+        durations=[Duration(TODAY, "composer-2", ms) for ms in (400, 100, 300, 200)]
+        + [Duration(TODAY - 10, "composer-2", 9_000)],
+        tools=[
+            ToolCount(TODAY, "composer-2", "read_file", 9, 0),
+            ToolCount(TODAY, "composer-2", "run_terminal_cmd", 3, 2),
+            ToolCount(TODAY - 1, "gpt-5", "run_terminal_cmd", 4, 4),
+            ToolCount(TODAY - 10, "composer-2", "grep", 50, 0),
+        ],
+    )
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    assert percentile([], 50) is None
+    assert percentile([100, 200, 300, 400], 50) == 200
+    assert percentile([100, 200, 300, 400], 95) == 400
+    assert percentile(list(range(1, 101)), 95) == 95
+    assert percentile([7], 95) == 7
+
+
+def test_a_window_counts_its_days_models_and_tools() -> None:
+    week = window(counts(), today=TODAY, days=7)
+    assert (week["from"], week["to"]) == ("2026-05-21", "2026-05-27")
+    assert [day["day"] for day in week["byDay"]][:2] == ["2026-05-27", "2026-05-26"]
+    assert len(week["byDay"]) == 7
+    total = week["total"]
+    assert (total["runs"], total["failed"], total["medianMs"], total["p95Ms"]) == (7, 3, 200, 400)
+    assert total["tokens"]["inputTokens"] == 1_500_000
+    assert [t["tool"] for t in total["tools"]["byCalls"]] == ["read_file", "run_terminal_cmd"]
+    assert total["tools"]["byFailures"] == [{"tool": "run_terminal_cmd", "calls": 7, "failures": 6}]
+    assert [m["model"] for m in week["byModel"]] == ["composer-2", "gpt-5", "(none)"]
+    month = window(counts(), today=TODAY, days=30)
+    assert month["total"]["runs"] == 8
+    assert month["total"]["tools"]["byCalls"][0] == {"tool": "grep", "calls": 50, "failures": 0}
+
+
+def test_prices_turn_tokens_into_money_per_day_model_and_in_all(tmp_path: Path) -> None:
+    table = tmp_path / "prices.toml"
+    table.write_text(
+        'currency = "EUR"\n[models."composer-2"]\ninput = 1.0\noutput = 10\ncache_write = 2\n'
+        "[models.gpt-5]\ninput = 2\noutput = 8\ncache_read = 0.5\n"
+    )
+    week = priced(window(counts(), today=TODAY, days=7), load_prices(table))
+    assert week["currency"] == "EUR"
+    # composer-2 today: 1M input at 1 + 0.2M output at 10 + 10 cache writes at 2 per M.
+    assert week["byDay"][0]["cost"] == pytest.approx(1 + 2 + 20 / 1e6)
+    # gpt-5 yesterday: 0.5M input at 2 + 3M cache reads at 0.5.
+    assert week["byDay"][1]["cost"] == pytest.approx(1 + 1.5)
+    assert week["total"]["cost"] == pytest.approx(3 + 20 / 1e6 + 2.5)
+    assert {m["model"]: m["cost"] for m in week["byModel"]}["(none)"] is None
+    assert week["unpriced"] == ["(none)"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (b"\xff\xfe", "not UTF-8 text"),
+        (b"[models\n", "not TOML"),
+        (b"price = 1\n[models.a]\ninput = 1\noutput = 1\n", "unknown key 'price'"),
+        (b"currency = 5\n[models.a]\ninput = 1\noutput = 1\n", "currency must be"),
+        (b"", "no [models."),
+        (b"models = 3\n", "no [models."),
+        (b"[models]\na = 1\n", "models.a must be a table"),
+        (b"[models.a]\ninput = 1\n", "models.a has no output price"),
+        (b"[models.a]\ninput = 1\noutput = 1\nreasoning = 2\n", "models.a.reasoning is not"),
+        (b"[models.a]\ninput = -1\noutput = 1\n", "models.a.input must be a non-negative"),
+        (b"[models.a]\ninput = nan\noutput = 1\n", "models.a.input must be a non-negative"),
+        (b"[models.a]\ninput = inf\noutput = 1\n", "models.a.input must be a non-negative"),
+        (b"[models.a]\ninput = true\noutput = 1\n", "models.a.input must be a non-negative"),
+        (b'[models.a]\ninput = "1"\noutput = 1\n', "models.a.input must be a non-negative"),
+    ],
+)
+def test_a_wrong_price_table_is_one_line_naming_the_file(
+    tmp_path: Path, text: bytes, problem: str
+) -> None:
+    path = tmp_path / "prices.toml"
+    path.write_bytes(text)
+    with pytest.raises(ConfigurationError) as raised:
+        load_prices(path)
+    message = str(raised.value)
+    assert message.startswith(f"--prices {path}: ")
+    assert problem in message
+    assert "\n" not in message
+
+
+def test_a_missing_price_table_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"^--prices .*: cannot read it: No such file"):
+        load_prices(tmp_path / "nope.toml")
