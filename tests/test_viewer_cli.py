@@ -82,6 +82,9 @@ def test_agents_as_plain_rows_when_piped(
     lines = out.splitlines()
     assert lines[0].split("\t") == list(AGENT_COLUMNS)
     assert [line.split("\t")[-1] for line in lines[1:]] == [LOGIN_AGENT, DOCS_AGENT]
+    # The last run's status, every run's tokens, who created the agent.
+    assert lines[1].split("\t")[3:6] == ["error", "1,556", SHORTHAND_TOKEN_NAME]
+    assert lines[2].split("\t")[3:6] == ["running", "-", SHORTHAND_TOKEN_NAME]
     code, out, _ = run_cli(capsys, "agents", "--archived", "--cwd", "/src/app", *source)
     assert [line.split("\t")[2] for line in out.splitlines()[1:]] == ["fix login", "old spike"]
 
@@ -269,13 +272,14 @@ def test_follow_prints_a_live_run_until_it_ends(
 def test_a_terminal_gets_rich_tables_and_styled_transcripts() -> None:
     stream = io.StringIO()
     output = Output(stream, terminal=True)
-    output.table(AGENT_COLUMNS, [("2026-05-28", "idle", "fix [login]", "/src", "a1")], "Agents")
+    row = ("2026-05-28", "idle", "[fix]", "error", "1,556", "ci", "/src", "a1")
+    output.table(AGENT_COLUMNS, [row], "Agents")
     printer = TranscriptPrinter(output)
     printer.add(stored(finished_run_messages()))
     printer.finish()
     text = stream.getvalue()
     assert "┏" in text
-    assert "fix [login]" in text
+    assert "[fix]" in text
     assert "\x1b[" in text
     assert "⚙ read_file" in text
     assert "… (13,889 characters)" in text

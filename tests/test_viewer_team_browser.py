@@ -89,6 +89,9 @@ def test_every_page_says_who_is_signed_in_and_who_started_what(page: Page) -> No
     expect(banner).to_contain_text("tenant team-a")
     rows = page.locator("table.agents tbody tr")
     expect(rows.first.locator("td.creator")).to_have_text("a-writer")
+    # Each agent's last run and the tokens of all its runs.
+    expect(rows.first).to_contain_text("error")
+    expect(rows.first.locator("td.num")).to_have_text("1,556")
     page.get_by_role("link", name="fix login").click()
     expect(page.locator("table.runs td.creator").first).to_have_text("a-writer")
     page.get_by_role("link", name="Turn 1").click()

@@ -29,7 +29,12 @@ from .support.history import (
     FINISHED_RUN,
     LOGIN_AGENT,
     PROMPT,
+    T0,
+    agent,
     history_calls,
+    message,
+    run,
+    text,
 )
 from .support.inprocess import running
 
@@ -455,3 +460,43 @@ def test_errors_read_as_text_not_json(browser: httpx.Client) -> None:
         assert "[permission_denied] HTTP 403" in page
         assert "&#34;message&#34;" not in page
         assert '{"message"' not in page
+
+
+def test_agents_the_sdk_left_unnamed_show_their_first_prompt(browser: httpx.Client) -> None:
+    url = str(browser.base_url).rstrip("/")
+    prompt = "Rename   the billing\nmodule and update every import of it " + "x" * 80
+    for agent_id, name in (("agent-new", "New Agent"), ("agent-blank", " ")):
+        doc = agent(agent_id, name, "/src/new", "idle", T0 + 10)
+        assert store_call(url, "agents", "create", {"agent": doc}).status_code == 200
+    assert (
+        store_call(
+            url, "runs", "create", {"run": run("agent-new", "run-new", 1, "finished")}
+        ).status_code
+        == 200
+    )
+    user = {"type": "user", "message": {"role": "user", "content": [text(prompt)]}}
+    for body in ({"type": "status", "status": "RUNNING"}, user):
+        assert (
+            store_call(
+                url, "runEvents", "append", message("agent-new", "run-new", body)
+            ).status_code
+            == 200
+        )
+    rows = {a["agentId"]: a for a in browser.get("/ui/?format=json").json()["agents"]}
+    shown = rows["agent-new"]["displayName"]
+    assert shown.startswith("Rename the billing module and update every import of it xx")
+    assert len(shown) == 80
+    assert shown.endswith("…")
+    assert rows["agent-new"]["name"] == "New Agent"
+    assert rows["agent-new"]["lastRun"]["status"] == "finished"
+    # Without a run there is no prompt: the stored name stays.
+    assert rows["agent-blank"]["displayName"] == " "
+    assert rows["agent-blank"]["lastRun"] is None
+    # The login agent: its last run failed; its runs' tokens add up.
+    assert rows[LOGIN_AGENT]["lastRun"]["status"] == "error"
+    assert rows[LOGIN_AGENT]["totalTokens"] == 1556
+    page = browser.get("/ui/agent?id=agent-new")
+    assert f"<h1>{shown}</h1>" in page.text
+    assert "Named by its first prompt" in page.text
+    runs = browser.get("/ui/runs?format=json").json()["runs"]
+    assert {r["agentName"] for r in runs if r["agentId"] == "agent-new"} == {shown}

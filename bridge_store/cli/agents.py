@@ -7,10 +7,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from .read_options import add_read_arguments, run_reading
+from .read_options import add_read_arguments, run_paging
 
 if TYPE_CHECKING:
-    from ..viewer.reader import HistoryReader
+    from .read_options import Pages
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,8 +18,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "agents",
         help="list agents, newest first",
         description="List a store's agents, most recently updated first (archived ones only "
-        "with --archived or --status archived). A table on a terminal, tab-separated rows "
-        "otherwise; the cursor of the next page goes to stderr.",
+        "with --archived or --status archived), with their last run's status, their runs' "
+        "tokens and who created them; an agent the SDK named 'New Agent' shows its first "
+        "prompt. A table on a terminal, tab-separated rows otherwise; the cursor of the "
+        "next page goes to stderr.",
     )
     agents.add_argument("--cwd", metavar="DIR", help="only agents of this workspace")
     agents.add_argument("--status", choices=queries.AGENT_STATUSES)
@@ -38,18 +40,21 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_reading(_agents, args)
+    return run_paging(_agents, args)
 
 
-async def _agents(reader: HistoryReader, args: argparse.Namespace) -> None:
+async def _agents(pages: Pages, args: argparse.Namespace) -> None:
     from ..viewer.terminal import AGENT_COLUMNS, Output, agent_row, json_line
 
-    filters = queries.AgentFilters(
-        cwd=args.cwd, status=args.status, name=args.name, archived=args.archived
-    )
-    page = await queries.agents_page(
-        reader, filters, cursor=args.cursor, limit=queries.page_limit(args.limit, 1)
-    )
+    params = {
+        "cwd": args.cwd,
+        "status": args.status,
+        "name": args.name,
+        "archived": "1" if args.archived else None,
+        "cursor": args.cursor,
+        "limit": str(queries.page_limit(args.limit, 1)),
+    }
+    page = await pages.page("", {key: value for key, value in params.items() if value})
     if args.json:
         for agent in page["agents"]:
             print(json_line(agent))

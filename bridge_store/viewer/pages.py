@@ -19,6 +19,7 @@ from ..security.auth import Principal
 from ..types import Document
 from . import queries
 from .activity import Activity
+from .agent_rows import agent_rows, display_name
 from .overview import WINDOWS, overview_counts, priced, window
 from .prices import PriceTable
 from .reader import HistoryReader
@@ -89,7 +90,8 @@ async def agents(context: Context, params: QueryParams) -> View:
         cursor=params.get("cursor") or None,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_AGENTS_PAGE),
     )
-    data["agents"] = await context.activity.with_agent_creators(data["agents"])
+    rows = await agent_rows(context.reader, data["agents"])
+    data["agents"] = await context.activity.with_agent_creators(rows)
     data["cursor"] = params.get("cursor") or None
     # A page size given in the address stays in the pager's links, like the filters.
     data["limit"] = params.get("limit") or None
@@ -99,9 +101,12 @@ async def agents(context: Context, params: QueryParams) -> View:
 
 async def agent(context: Context, params: QueryParams) -> View:
     data = await queries.agent_page(context.reader, _required(params, "id"))
-    [data["agent"]] = await context.activity.with_agent_creators([data["agent"]])
+    first_run = data["runs"][-1]["runId"] if data["runs"] else None
+    name = await display_name(context.reader, data["agent"], first_run)
+    [agent] = await context.activity.with_agent_creators([data["agent"]])
+    data["agent"] = {**agent, "displayName": name}
     data["runs"] = await context.activity.with_run_creators(data["runs"])
-    return View("agent.html", data["agent"].get("name") or data["agent"]["agentId"], data)
+    return View("agent.html", name, data)
 
 
 def run_filters(params: QueryParams) -> RunFilters:

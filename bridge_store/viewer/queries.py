@@ -138,18 +138,27 @@ def run_summary(run: Document) -> Document:
 async def run_rows(reader: HistoryReader, rows: Sequence[RunRow]) -> list[Document]:
     """The run list's rows: each run's summary, who started it and its agent's name and
     workspace (each agent read once per page)."""
-    agents: dict[str, Document | None] = {}
+    # Here, not at the top: the CLI builds its parsers from this module's constants
+    # without loading the reader beneath agent_rows.
+    from .agent_rows import display_name, has_own_name
+
+    agents: dict[str, tuple[str, Document]] = {}
     out: list[Document] = []
     for row in rows:
         agent_id = row.run["agentId"]
         if agent_id not in agents:
-            agents[agent_id] = await reader.agent(agent_id)
-        agent = agents[agent_id] or {}
+            agent = await reader.agent(agent_id) or {"agentId": agent_id}
+            first_run = None
+            if not has_own_name(agent):
+                first = await reader.runs(agent_id, cursor=None, limit=1)
+                first_run = first.items[0]["runId"] if first.items else None
+            agents[agent_id] = (await display_name(reader, agent, first_run), agent)
+        name, agent = agents[agent_id]
         out.append(
             {
                 **run_summary(row.run),
                 "createdBy": row.creator or UNKNOWN,
-                "agentName": agent.get("name"),
+                "agentName": name,
                 "cwd": agent.get("cwd"),
             }
         )

@@ -20,7 +20,16 @@ from .transcript import Block, Text, ToolCall, TranscriptBuilder
 #: --markdown give them whole.
 PREVIEW_CHARS = 400
 
-AGENT_COLUMNS = ("updated (UTC)", "status", "name", "workspace", "agent id")
+AGENT_COLUMNS = (
+    "updated (UTC)",
+    "status",
+    "name",
+    "last run",
+    "tokens",
+    "created by",
+    "workspace",
+    "agent id",
+)
 RUN_COLUMNS = (
     "turn",
     "status",
@@ -56,10 +65,16 @@ def _value(value: Any) -> str:
 
 
 def agent_row(agent: Document) -> tuple[str, ...]:
+    """A row of the agents list (the Agents page's data)."""
+    last = agent.get("lastRun") or {}
+    total = agent.get("totalTokens")
     return (
         when(agent.get("updatedAt")),
         str(agent.get("status") or "-"),
-        str(agent.get("name") or "-"),
+        str(agent.get("displayName") or agent.get("name") or "-"),
+        str(last.get("status") or "-"),
+        f"{total:,}" if isinstance(total, int) else "-",
+        str(agent.get("createdBy") or "-"),
         str(agent.get("cwd") or "-"),
         str(agent["agentId"]),
     )

@@ -1,0 +1,80 @@
+"""The agents list's rows: a name a person recognises, and how each agent's runs went.
+
+The SDK names every agent it is not given a name for "New Agent", so a list of them
+says nothing; such an agent is shown by its first prompt instead (the first user
+text of its first run). Each row also carries its last run's status (and tokens) and
+the tokens of all its runs. An agent's runs are read whole, as the agent page reads
+them (an agent has few runs next to its events); the prompt costs one read of the
+first run's first events, and only for agents without a name of their own.
+"""
+
+from __future__ import annotations
+
+from ..history import summarize_run
+from ..types import Document
+from .reader import HistoryReader
+from .transcript import Text, TranscriptBuilder
+
+#: The name the SDK gives an agent created without one.
+DEFAULT_AGENT_NAME = "New Agent"
+#: Events of the first run read for its prompt: the prompt comes right after the
+#: request and the first status changes.
+PROMPT_EVENTS = 50
+#: A prompt shown as a name is cut to this many characters.
+NAME_CHARS = 80
+
+
+def has_own_name(agent: Document) -> bool:
+    name = agent.get("name")
+    return isinstance(name, str) and name.strip() not in ("", DEFAULT_AGENT_NAME)
+
+
+def shortened(text: str, limit: int = NAME_CHARS) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+async def first_prompt(reader: HistoryReader, run_id: str) -> str | None:
+    """The first user text of a run, from its first events; None if there is none."""
+    page = await reader.events(run_id, after=None, limit=PROMPT_EVENTS)
+    for block in TranscriptBuilder().extend(page.items).blocks:
+        if isinstance(block, Text) and block.kind == "user" and block.text.strip():
+            return shortened(block.text)
+    return None
+
+
+async def display_name(reader: HistoryReader, agent: Document, first_run: str | None) -> str:
+    """The agent's own name, else its first prompt, else whatever it is called."""
+    if has_own_name(agent):
+        return str(agent["name"])
+    prompt = await first_prompt(reader, first_run) if first_run is not None else None
+    return prompt or str(agent.get("name") or agent["agentId"])
+
+
+async def agent_rows(reader: HistoryReader, agents: list[Document]) -> list[Document]:
+    """Each agent with ``displayName``, ``lastRun`` and ``totalTokens`` (of all runs)."""
+    rows = []
+    for agent in agents:
+        runs = await reader.all_runs(agent["agentId"])
+        totals = [summarize_run(run).total_tokens for run in runs]
+        reported = [total for total in totals if total is not None]
+        last = runs[-1] if runs else None
+        rows.append(
+            {
+                **agent,
+                "displayName": await display_name(
+                    reader, agent, runs[0]["runId"] if runs else None
+                ),
+                "runCount": len(runs),
+                "lastRun": None
+                if last is None
+                else {
+                    "runId": last["runId"],
+                    "turnNumber": last.get("turnNumber"),
+                    "status": last.get("status"),
+                    "totalTokens": totals[-1],
+                },
+                "totalTokens": sum(reported) if reported else None,
+            }
+        )
+    return rows
