@@ -18,7 +18,7 @@ from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.stores import Routes
 
-from .support.history import FINISHED_RUN, LOGIN_AGENT, history_calls
+from .support.history import DOCS_AGENT, FINISHED_RUN, LOGIN_AGENT, T0, history_calls, message, run
 from .support.inprocess import running
 from .test_viewer_browser import (
     CHROMIUM,
@@ -174,3 +174,43 @@ def test_the_overview_of_the_last_days_and_its_links(page: Page) -> None:
     expect(page.get_by_role("heading", level=1)).to_have_text("Runs")
     expect(page.locator("table.all-runs tbody tr")).to_have_count(1)
     assert "status=error" in page.url
+
+
+def test_following_a_live_run_keeps_its_header_current(page: Page, server: str) -> None:
+    follow = run(DOCS_AGENT, "run-follow", 2, "running", startedAt=T0)
+    store(server, WRITE_A, [("runs", "create", {"run": follow})])
+    page.goto(f"/ui/run?agent={DOCS_AGENT}&id=run-follow")
+    expect(page.locator("#run-duration")).to_contain_text("so far")
+    expect(page.locator("#usage-body")).to_contain_text("Not reported yet")
+    usage = {"type": "usage", "usage": {"inputTokens": 42, "outputTokens": 8}}
+    ended = {**follow, "status": "finished", "endedAt": T0 + 95_000}
+    store(
+        server,
+        WRITE_A,
+        [
+            ("runEvents", "append", message(DOCS_AGENT, "run-follow", usage)),
+            ("runs", "update", {"run": ended}),
+        ],
+    )
+    expect(page.locator("#run-status")).to_have_text("finished")
+    expect(page.locator("#run-duration")).to_have_text("1 min 35 s")
+    expect(page.locator("#usage-body table")).to_contain_text("42")
+    # Every block says when it happened, and links to itself.
+    stamp = page.locator("#transcript .at").first
+    expect(stamp).to_be_visible()
+    assert (stamp.get_attribute("href") or "").startswith("#b-")
+    assert accessibility_violations(page) == []
+
+
+def test_the_outline_jumps_to_the_first_error_and_the_end(page: Page) -> None:
+    page.goto(f"/ui/run?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
+    page.get_by_role("link", name="Outline: every step, first error, end").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Outline of turn 1")
+    expect(page.locator("ol.outline li.failed")).to_contain_text("run_terminal_cmd (error")
+    assert accessibility_violations(page) == []
+    page.get_by_role("navigation", name="Jumps").get_by_role("link", name="First error").click()
+    target = page.locator(".block:target")
+    expect(target).to_contain_text("run_terminal_cmd")
+    page.go_back()
+    page.get_by_role("navigation", name="Jumps").get_by_role("link", name="End").click()
+    expect(page.locator(".block:target")).to_contain_text("FINISHED")

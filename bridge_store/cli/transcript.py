@@ -59,7 +59,7 @@ async def _transcript(reader: HistoryReader, args: argparse.Namespace) -> None:
             builder.extend(batch)
         # Read again: a followed run has ended since, with its final status and usage.
         run = await reader.run(run["agentId"], run["runId"]) or run
-        blocks = [block.to_json() for block in builder.blocks]
+        blocks = builder.json()
         usage = usage_counts(run.get("usage")) or builder.usage
         agent = await reader.agent(run["agentId"])
         sys.stdout.writelines(transcript_markdown(agent, run, blocks, usage))

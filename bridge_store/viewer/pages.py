@@ -14,12 +14,13 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from ..errors import invalid_argument, not_found
-from ..history import SORTS, RunFilters, Sort
+from ..history import SORTS, RunFilters, Sort, summarize_run
 from ..security.auth import Principal
 from ..types import Document
 from . import queries
 from .activity import Activity
 from .agent_rows import agent_rows, display_name
+from .outline import outline
 from .overview import WINDOWS, overview_counts, priced, window
 from .prices import PriceTable
 from .reader import HistoryReader
@@ -204,6 +205,20 @@ async def run(context: Context, params: QueryParams) -> View:
     return View("run.html", f"{name}: turn {data['run'].get('turnNumber')}", data)
 
 
+async def outline_page(context: Context, params: QueryParams) -> View:
+    """Every step of a run, with jumps to its first error and its end."""
+    agent_id, run_id = _required(params, "agent"), _required(params, "id")
+    found = await context.reader.run(agent_id, run_id)
+    if found is None:
+        raise not_found(f"agent {agent_id!r} has no run {run_id!r}")
+    builder = TranscriptBuilder()
+    async for event in context.reader.all_events(run_id):
+        builder.add(event)
+    data = {"run": queries.run_summary(found), "start": summarize_run(found).started_at}
+    data.update(outline(builder))
+    return View("outline.html", f"Outline of turn {found.get('turnNumber')}", data)
+
+
 async def events(context: Context, params: QueryParams) -> View:
     """Stored events as they are, a page at a time: the raw view behind every block."""
     agent_id, run_id = _required(params, "agent"), _required(params, "run")
@@ -274,6 +289,6 @@ async def whole_transcript(context: Context, agent_id: str, run_id: str) -> dict
     return {
         "agent": await context.reader.agent(agent_id),
         "run": found,
-        "blocks": [block.to_json() for block in builder.blocks],
+        "blocks": builder.json(),
         "usage": usage_counts(found.get("usage")) or builder.usage,
     }

@@ -216,12 +216,17 @@ async def transcript_page(
     page = await reader.events(run_id, after=after, limit=limit)
     transcript = TranscriptBuilder().extend(page.items)
     last = page.items[-1]["offset"] if page.items else after
+    start = summarize_run(run).started_at
+    live = is_live(run)
     return {
         "agent": agent,
         "run": run_summary(run),
-        "live": is_live(run),
+        "live": live,
+        # Block times are shown from here; a live run's duration so far, to the second.
+        "start": start,
+        "elapsedMs": now_ms() - start if live and start is not None else None,
         "after": after,
-        "blocks": [block.to_json() for block in transcript.blocks],
+        "blocks": transcript.json(),
         "next": last,
         "more": page.next is not None,
         "usage": usage_counts(run.get("usage")) or transcript.usage,

@@ -94,6 +94,13 @@ def token_label(name: str) -> str:
     return TOKEN_LABELS.get(name, name)
 
 
+def offset(at: Any, start: Any) -> str:
+    """When something happened, from the run's start: "+1.2 s", "+3 min 4 s"."""
+    if not isinstance(at, int) or not isinstance(start, int):
+        return ""
+    return ("+" if at >= start else "-") + duration(abs(at - start))
+
+
 def number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
 
@@ -117,6 +124,7 @@ def environment() -> jinja2.Environment:
         when=when,
         when_iso=when_iso,
         duration=duration,
+        offset=offset,
         number=number,
         token_label=token_label,
     )
@@ -136,3 +144,18 @@ def render_fragment(view: Any, *, base: str) -> str:
     """A transcript page's blocks alone, as the live view and "load more" append them."""
     template = environment().get_template("_blocks.html")
     return template.render(data=view.data, base=base)
+
+
+def render_run_header(view: Any) -> Document:
+    """What a followed run's header shows now: its duration and, once reported, its
+    usage table (None keeps the one shown: a page of events may report none)."""
+    data = view.data
+    run = data["run"]
+    took = run.get("durationMs")
+    text = duration(took) if took is not None else duration(data.get("elapsedMs"))
+    if took is None and data.get("elapsedMs") is not None:
+        text += " so far"
+    usage = None
+    if data.get("usage"):
+        usage = environment().get_template("_usage.html").render(data=data)
+    return {"duration": text, "usageHtml": usage}

@@ -210,6 +210,10 @@ class TranscriptBuilder:
     status: str | None = None
     #: Tool calls by id, each also in ``blocks`` where it started.
     calls: dict[str, ToolCall] = field(default_factory=dict)
+    #: When each block began (its first event's ``createdAt``), by block key; and when
+    #: each tool call ended (the event that completed or failed it).
+    began: dict[str, int] = field(default_factory=dict)
+    ended: dict[str, int] = field(default_factory=dict)
 
     def extend(self, events: Iterable[Document]) -> TranscriptBuilder:
         for event in events:
@@ -217,6 +221,33 @@ class TranscriptBuilder:
         return self
 
     def add(self, event: Document) -> None:
+        shown = len(self.blocks)
+        self._fold(event)
+        at = event.get("createdAt")
+        if isinstance(at, int) and not isinstance(at, bool):
+            for block in self.blocks[shown:]:
+                self.began.setdefault(block.key, at)
+            message = message_of(event)
+            if message is not None and message.get("type") == "tool_call":
+                call = self.calls.get(str(message.get("call_id", message.get("callId"))))
+                if call is not None and message.get("status") in ("completed", "error"):
+                    self.began.setdefault(call.key, at)
+                    self.ended[call.key] = at
+
+    def json(self) -> list[Document]:
+        """Every block as JSON, with its time (``at``) and a tool call's ``durationMs``."""
+        return [self.block_json(block) for block in self.blocks]
+
+    def block_json(self, block: Block) -> Document:
+        out = block.to_json()
+        out["at"] = began = self.began.get(block.key)
+        if isinstance(block, ToolCall):
+            ended = self.ended.get(block.key)
+            out["endedAt"] = ended
+            out["durationMs"] = ended - began if ended is not None and began is not None else None
+        return out
+
+    def _fold(self, event: Document) -> None:
         seq = event.get("seq")
         seq = seq if isinstance(seq, int) else 0
         message = message_of(event)

@@ -63,6 +63,7 @@ class Viewer(Generic[Principal]):
             Route("/overview", self._page(pages.overview), methods=["GET"]),
             Route("/run", self._run, methods=["GET"]),
             Route("/events", self._page(pages.events), methods=["GET"]),
+            Route("/outline", self._page(pages.outline_page), methods=["GET"]),
             Route("/search", self._page(pages.search_page), methods=["GET"]),
             Route("/export/run.jsonl", self._export_run, methods=["GET"]),
             Route("/export/agent.jsonl", self._export_agent, methods=["GET"]),
@@ -98,7 +99,8 @@ class Viewer(Generic[Principal]):
             return _json(view.data)
         if wanted == "fragment":
             html = templating.render_fragment(view, base=_base(request))
-            return _json({**view.data, "html": html, "blocks": None})
+            header = templating.render_run_header(view) if "run" in view.data else None
+            return _json({**view.data, "html": html, "blocks": None, "header": header})
         return self._html(request, view.template, view.title, view.data)
 
     async def _run(self, request: Request) -> Response:

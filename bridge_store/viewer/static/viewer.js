@@ -91,6 +91,13 @@
             status.textContent = page.run.status;
             status.className = "badge status-" + page.run.status;
           }
+          // The header follows the run too: its duration, and its usage once reported.
+          if (page.header) {
+            const took = document.getElementById("run-duration");
+            if (took) took.textContent = page.header.duration;
+            const usage = document.getElementById("usage-body");
+            if (usage && page.header.usageHtml) usage.innerHTML = page.header.usageHtml;
+          }
           if (more && !state.more) more.parentElement.remove();
           if (live && !state.live) live.textContent = state.more ? "" : "This run has ended.";
         })
