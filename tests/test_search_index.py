@@ -65,6 +65,18 @@ QUERIES = [
     "edirect",
     "nothing-like-this",
     "the",
+    # Tool calls (names, arguments, results) and statuses (errors).
+    "read_file",
+    "read",
+    "pytest tests",
+    "test_redirect_keeps_next",
+    "1 failed",
+    "permission_denied 403",
+    "retries true",
+    "unnamed",
+    "tool",
+    "kaput",
+    "grep",
 ]
 
 
@@ -83,8 +95,24 @@ def extra_calls() -> list[tuple[str, str, dict[str, Any]]]:
         {"type": "assistant", "message": {"content": [text(piece)]}}
         for piece in ("Through the zanzi", "bar gate")
     ]
+    # Arguments and results of every JSON type, a call no event names, a status whose
+    # message is an object.
+    calls: list[dict[str, Any]] = [
+        {
+            "type": "tool_call",
+            "call_id": "c1",
+            "name": "grep",
+            "status": "running",
+            "args": {"pattern": "retries", "max": 3, "fixed": True, "in": ["a.py", None]},
+        },
+        {"type": "tool_call", "call_id": "c1", "status": "completed", "result": 17},
+        {"type": "tool_call", "call_id": "c2", "status": "error", "result": "unnamed kaput"},
+        {"type": "status", "status": "ERROR", "message": {"code": "kaput", "detail": 2}},
+    ]
     return [
         ("agents", "create", {"agent": agent("agent-extra", "café notes", "/x", "idle", 7)}),
+        ("runs", "create", {"run": run("agent-extra", "run-tools", 4, "error")}),
+        *(("runEvents", "append", message("agent-extra", "run-tools", e)) for e in calls),
         ("runs", "create", {"run": run("agent-extra", "run-extra", 1, "finished")}),
         ("runEvents", "append", message("agent-extra", "run-extra", bare)),
         ("runEvents", "append", message("agent-extra", "run-extra", cafe)),
@@ -173,8 +201,20 @@ async def test_the_index_finds_what_the_scan_finds_for_each_tenant(
     assert [hit["text"] for hit in split] == ["Through the zanzibar gate"]
     hits, _ = await every_page(store.indexed("default"), "routes/login.py")
     assert [(hit["kind"], hit["agent"]["agentId"]) for hit in hits] == [
-        ("assistant", "agent-extra")
+        ("tool_call", "agent-login"),
+        ("assistant", "agent-extra"),
     ]
+    # Tool names, arguments, results and errors are found too.
+    tools, _ = await every_page(store.indexed("default"), "retries true")
+    assert [(hit["kind"], hit["key"]) for hit in tools] == [("tool_call", "call-c1")]
+    failed, _ = await every_page(store.indexed("default"), "test_redirect_keeps_next")
+    assert [hit["text"] for hit in failed] == [
+        '…"command":"pytest -q tests/test_login.py"} 1 failed: test_redirect_keeps_next'
+    ]
+    errors, _ = await every_page(store.indexed("default"), "permission_denied")
+    assert [hit["kind"] for hit in errors] == ["status"]
+    # "tool" is only how an unnamed call is shown: no event says it.
+    assert (await every_page(store.indexed("default"), "unnamed"))[0][0]["kind"] == "tool_call"
     # The other tenant's words are not found, and its agents are not even candidates.
     assert (await search(store.indexed("default"), "quokka", cursor=None)).hits == []
     index = search_index(store.opened.stores)

@@ -279,10 +279,12 @@ def test_a_long_run_loads_more_as_it_is_read(page: Page) -> None:
 
 def test_search_and_export(page: Page, tmp_path: Path) -> None:
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Search").click()
-    page.get_by_label("Words in agent names, prompts and answers").fill("redirect")
+    page.get_by_label("Words in agent names, prompts, answers, tool calls and errors").fill(
+        "redirect"
+    )
     page.keyboard.press("Enter")
     hits = page.locator("ol.hits li")
-    expect(hits).to_have_count(2)
+    expect(hits).to_have_count(3)
     expect(hits.first).to_contain_text("Fix the login redirect")
     assert_accessible(page)
     hits.first.get_by_role("link").click()

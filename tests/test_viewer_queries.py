@@ -198,7 +198,9 @@ async def test_scan_search_finds_names_prompts_and_answers(history: History) -> 
     page = await search(searcher, "REDIRECT login", cursor=None)
     assert page.method == "scan"
     found = [(hit["kind"], hit.get("run", {}).get("runId")) for hit in page.hits]
-    assert found == [("user", FINISHED_RUN)]
+    # The prompt, and the tool call that read routes/login.py and whose test of the
+    # redirect failed.
+    assert found == [("user", FINISHED_RUN), ("tool_call", FINISHED_RUN)]
     assert page.hits[0]["text"] == PROMPT
     by_name = await search(searcher, "docs", cursor=None)
     assert [(hit["kind"], hit["agent"]["agentId"]) for hit in by_name.hits] == [
@@ -206,13 +208,15 @@ async def test_scan_search_finds_names_prompts_and_answers(history: History) -> 
     ]
     answer = await search(searcher, "next parameter", cursor=None)
     assert [hit["kind"] for hit in answer.hits] == ["assistant"]
-    # Words match where words start; tool output and thinking are not searched; empty
+    # Words match where words start; tool calls are searched, thinking is not; empty
     # queries search nothing.
     assert [hit["kind"] for hit in (await search(searcher, "param", cursor=None)).hits] == [
         "assistant"
     ]
     assert (await search(searcher, "arameter", cursor=None)).hits == []
-    assert (await search(searcher, "routes/login.py", cursor=None)).hits == []
+    tool = (await search(searcher, "routes/login.py", cursor=None)).hits
+    assert [(hit["kind"], hit["key"]) for hit in tool] == [("tool_call", "call-call-read")]
+    assert (await search(searcher, "router first", cursor=None)).hits == []  # thinking
     assert (await search(searcher, "   ", cursor=None)).method == "none"
 
 
@@ -228,7 +232,9 @@ async def test_scan_search_goes_a_slice_of_agents_at_a_time(history: History) ->
             break
     # The archived agent is searched too: search covers the whole history.
     assert len(pages) == 3
-    assert [[hit["kind"] for hit in page.hits] for page in pages] == [["user", "assistant"], [], []]
+    # The prompt, the failed test's tool call (test_redirect_...) and the answer.
+    kinds = [[hit["kind"] for hit in page.hits] for page in pages]
+    assert kinds == [["user", "tool_call", "assistant"], [], []]
 
 
 class _EveryAgentIndex:

@@ -36,6 +36,8 @@ WRITE_A = "team-a-writer-token"
 READ_A = "team-a-reader-token"
 WRITE_B = "team-b-writer-token"
 READ_B = "team-b-reader-token"
+#: The failed test's tool call of team A's finished run, as search shows it.
+FAILED_TEST = "1 failed: test_redirect_keeps_next"
 #: Team B's history reuses team A's agent and run ids with words of its own.
 B_NAME = "fix login for beta"
 B_PROMPT = "Mend the login redirect of the beta quokka portal"
@@ -200,7 +202,8 @@ def test_search_finds_the_searchers_tenant_only(
         ]
         # A word both tenants wrote: each finds its own run's text.
         ours = a.get("/ui/search?q=redirect&format=json").json()["hits"]
-        assert [hit["text"] for hit in ours] == [PROMPT, ANSWER]
+        assert [hit["text"] for hit in ours][::2] == [PROMPT, ANSWER]
+        assert ours[1]["text"].endswith(FAILED_TEST)
         beta = b.get("/ui/search?q=redirect&format=json").json()["hits"]
         assert [hit["text"] for hit in beta] == [B_PROMPT]
         shown = "search index" if method == "index" else "reads the history"

@@ -418,7 +418,7 @@ def test_every_page_on_every_backend(
             assert PROMPT in transcript.text
             assert ANSWER in transcript.text
             hits = client.get("/ui/search?q=redirect&format=json").json()["hits"]
-            assert [hit["kind"] for hit in hits] == ["user", "assistant"]
+            assert [hit["kind"] for hit in hits] == ["user", "tool_call", "assistant"]
             export = client.get(f"/ui/export/agent.jsonl?id={LOGIN_AGENT}")
             assert len(export.text.splitlines()) == 1 + 1 + 17 + 1 + 3
 

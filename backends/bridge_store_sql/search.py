@@ -1,4 +1,4 @@
-"""The viewer's search, narrowed by the full-text index of revision 0003.
+"""The viewer's search, narrowed by the full-text index of revisions 0003 and 0007.
 
 :class:`SearchableRunEvents` is the run-events substore plus
 :meth:`~SearchableRunEvents.search_candidates`, which the viewer's ``IndexedSearch``
@@ -118,12 +118,14 @@ def runs_statement(
     )
 
 
-#: The schema revision that adds the index.
-INDEX_REVISION = "0003"
+#: The schema revision whose index reads what the search matches (0003 added it for
+#: prompts and answers; 0007 made it read tool calls and statuses too). A store at an
+#: older revision, read without migrating, is scanned.
+INDEX_REVISION = "0007"
 
 
 def has_index(revision: str | None) -> bool:
-    """Whether a database at ``revision`` has the index (a known revision, 0003 or later)."""
+    """Whether a database at ``revision`` has the index (a known revision, 0007 or later)."""
     known = revisions()
     return revision in known and known.index(revision) >= known.index(INDEX_REVISION)
 

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..contract import agent_cursor, parse_agent_cursor
+from ..statistics import UNNAMED_TOOL
 from ..stores import Stores
 from ..substores import AgentPosition
 from ..types import Document
 from .reader import HistoryReader
-from .transcript import Text, TranscriptBuilder
+from .transcript import Block, Status, Text, ToolCall, TranscriptBuilder, compact_json
 
 SCAN_AGENTS_PER_PAGE = 20
 #: A run contributes at most this many matching blocks; the transcript shows the rest.
@@ -153,23 +154,45 @@ def name_hit(agent: Document, words: list[str]) -> list[Document]:
     return []
 
 
+def searched_text(block: Block) -> str | None:
+    """What search reads of a block: a prompt's or answer's text; a tool call's name,
+    arguments and result (strings as they are, anything else as compact JSON); a
+    status's text (an error's message). None for every other block."""
+    if isinstance(block, Text):
+        return block.text if block.kind in SEARCHED_KINDS else None
+    if isinstance(block, ToolCall):
+        # A call no event named is shown as "tool": no event says so, so it is not read.
+        name = [block.name] if block.name != UNNAMED_TOOL else []
+        given = [_as_text(value) for value in (block.args, block.result) if value is not None]
+        return " ".join([*name, *given])
+    if isinstance(block, Status):
+        return block.message or None
+    return None
+
+
+def _as_text(value: object) -> str:
+    return value if isinstance(value, str) else compact_json(value)
+
+
 async def run_hits(
     reader: HistoryReader, agent: Document, run: Document, words: list[str]
 ) -> list[Document]:
-    """The blocks of one run's user and assistant text that hold every word."""
+    """The blocks of one run whose searched text (:func:`searched_text`) holds every word."""
     builder = TranscriptBuilder()
     async for event in reader.all_events(run["runId"]):
         builder.add(event)
     hits: list[Document] = []
     for block in builder.blocks:
-        if isinstance(block, Text) and block.kind in SEARCHED_KINDS and matches(block.text, words):
+        text = searched_text(block)
+        if text is not None and matches(text, words):
             hits.append(
                 {
                     "kind": block.kind,
                     "agent": agent,
                     "run": {k: run.get(k) for k in ("runId", "agentId", "turnNumber", "status")},
                     "seq": block.seqs[0],
-                    "text": snippet(block.text, words),
+                    "key": block.key,
+                    "text": snippet(text, words),
                 }
             )
             if len(hits) == HITS_PER_RUN:

@@ -14,6 +14,7 @@ two parts (the page's ``continues`` and the blocks' ``key`` let a reader join th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -168,6 +169,10 @@ class Other:
 Block = Text | ToolCall | Status | Request | Usage | Other
 
 
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def message_of(event: Document) -> Document | None:
     """The SDK message an event carries, or None when it is not a stored stream message."""
     payload = event.get("payload")
@@ -269,7 +274,9 @@ class TranscriptBuilder:
         elif kind == "status":
             self.status = str(message.get("status") or "")
             text = message.get("message")
-            self.blocks.append(Status(self.status, str(text) if text else "", [seq]))
+            said = "" if text is None or text == "" else text
+            said = said if isinstance(said, str) else compact_json(said)
+            self.blocks.append(Status(self.status, said, [seq]))
         elif kind == "request":
             self.blocks.append(Request(str(message.get("request_id") or ""), [seq]))
         else:  # usage
