@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bridge_store.cli import main
@@ -185,7 +186,7 @@ def test_overview_of_the_last_days_with_and_without_prices(
 
 
 def test_transcript_as_text_json_lines_and_markdown(
-    capsys: pytest.CaptureFixture[str], source: list[str]
+    capsys: pytest.CaptureFixture[str], source: list[str], server: ServerProcess
 ) -> None:
     code, out, _ = run_cli(capsys, "transcript", FINISHED_RUN, *source)
     assert code == 0
@@ -201,7 +202,14 @@ def test_transcript_as_text_json_lines_and_markdown(
         capsys, "transcript", FINISHED_RUN, "--agent", LOGIN_AGENT, "--markdown", *source
     )
     assert out.startswith("# fix login: turn 1\n")
-    assert long_result() in out
+    assert long_result()[:4000] in out
+    assert long_result() not in out  # cut, with a count of what was cut
+    # The command prints exactly what the viewer exports.
+    export = httpx.get(
+        f"{server.url}ui/export/transcript.md?agent={LOGIN_AGENT}&run={FINISHED_RUN}",
+        headers={"Authorization": f"Bearer {server.token}"},
+    )
+    assert out == export.text
 
 
 def test_mistakes_are_one_line_errors(

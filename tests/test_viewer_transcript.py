@@ -154,24 +154,30 @@ def test_a_transcript_read_in_pages_has_the_same_text_and_calls() -> None:
         assert calls == {"call-read": "completed", "call-test": "error"}
 
 
-def test_markdown_keeps_prose_and_fences_what_could_break_it() -> None:
+def test_markdown_keeps_prose_folds_tool_output_and_tables_usage() -> None:
     transcript = build(stored(finished_run_messages()))
     doc = run(LOGIN_AGENT, FINISHED_RUN, 1, "finished", usage=USAGE)
     text = "".join(
         transcript_markdown(
-            {"name": "fix login", "cwd": "/src/app"},
-            doc,
-            [block.to_json() for block in transcript.blocks],
-            transcript.usage,
+            {"name": "fix login", "cwd": "/src/app"}, doc, transcript.json(), transcript.usage
         )
     )
     assert text.startswith("# fix login: turn 1\n")
     assert f"### User\n\n{PROMPT}\n" in text
     assert "### Thinking (1.5 s)\n\n> Looking at the router first.\n" in text
-    assert "### Tool call: read_file (completed)" in text
-    assert long_result() in text  # exports are whole, never previews
+    # Tool calls fold into <details>; a long result is cut, saying how much was cut.
+    assert "<details>\n<summary>Tool call: read_file (completed, 0.0 s)</summary>\n\n" in text
+    assert long_result()[:4000] in text
+    assert long_result() not in text
+    cut = len(long_result()) - 4000
+    assert f"*{cut:,} more characters cut ({len(long_result()):,} characters, 400 lines" in text
+    assert text.count("<details>") == text.count("</details>") == 2
     assert "*Status FINISHED*" in text
-    assert "totalTokens 1556" in text
+    assert (
+        "| Input | Output | Cache read | Cache write | Total |\n"
+        "|---:|---:|---:|---:|---:|\n"
+        "| 1,200 | 340 | 800 | 16 | 1,556 |"
+    ) in text
     # A result holding a fence gets a longer fence, so it cannot end the block early.
     assert fenced("```python\nx\n```") == "````\n```python\nx\n```\n````"
     assert fenced({"a": 1}) == '```json\n{\n  "a": 1\n}\n```'

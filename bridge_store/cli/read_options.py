@@ -128,9 +128,15 @@ async def open_direct(
 
 
 class Pages(Protocol):
-    """The viewer's page data, however it is read: ``page(path, params) -> data``."""
+    """The viewer's page data and Markdown export, however they are read, and CallStore
+    reads of the same history."""
+
+    @property
+    def reader(self) -> HistoryReader: ...
 
     async def page(self, path: str, params: dict[str, str]) -> Document: ...
+
+    async def markdown(self, agent_id: str, run_id: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +144,17 @@ class LocalPages:
     """Page data made here, by the pages' own functions, over a store read directly."""
 
     context: Context
+
+    @property
+    def reader(self) -> HistoryReader:
+        return self.context.reader
+
+    async def markdown(self, agent_id: str, run_id: str) -> str:
+        from ..viewer import pages
+        from ..viewer.markdown import transcript_markdown
+
+        whole = await pages.whole_transcript(self.context, agent_id, run_id)
+        return "".join(transcript_markdown(**whole))
 
     async def page(self, path: str, params: dict[str, str]) -> Document:
         from starlette.datastructures import QueryParams
@@ -162,7 +179,7 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
     from ..history import run_history
     from ..viewer.activity import Activity
     from ..viewer.pages import Context
-    from ..viewer.reader import RemotePages
+    from ..viewer.remote_pages import RemotePages
     from ..viewer.search import ScanSearch
 
     if args.store_callback_url is not None:

@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from .read_options import add_read_arguments, run_reading
+from .read_options import add_read_arguments, run_paging
 
 if TYPE_CHECKING:
     from ..types import Document
     from ..viewer.reader import HistoryReader
+    from .read_options import Pages
 
 #: How often ``--follow`` asks for new events, as the bridge's observers do.
 FOLLOW_POLL_SECONDS = 0.25
@@ -38,14 +39,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_reading(_transcript, args)
+    return run_paging(_transcript, args)
 
 
-async def _transcript(reader: HistoryReader, args: argparse.Namespace) -> None:
-    from ..viewer.markdown import transcript_markdown
+async def _transcript(pages: Pages, args: argparse.Namespace) -> None:
     from ..viewer.terminal import Output, TranscriptPrinter, json_line
-    from ..viewer.transcript import TranscriptBuilder, usage_counts
 
+    reader = pages.reader
     run = await queries.find_run(reader, args.run_id, args.agent)
     batches = event_batches(reader, run, follow=args.follow)
     if args.json:
@@ -54,15 +54,10 @@ async def _transcript(reader: HistoryReader, args: argparse.Namespace) -> None:
                 print(json_line(event))
             sys.stdout.flush()
     elif args.markdown:
-        builder = TranscriptBuilder()
-        async for batch in batches:
-            builder.extend(batch)
-        # Read again: a followed run has ended since, with its final status and usage.
-        run = await reader.run(run["agentId"], run["runId"]) or run
-        blocks = builder.json()
-        usage = usage_counts(run.get("usage")) or builder.usage
-        agent = await reader.agent(run["agentId"])
-        sys.stdout.writelines(transcript_markdown(agent, run, blocks, usage))
+        async for _ in batches:
+            pass  # with --follow: until the run has ended
+        # The viewer's own export (through a server, fetched from it): the same text.
+        sys.stdout.write(await pages.markdown(run["agentId"], run["runId"]))
     else:
         printer = TranscriptPrinter(Output(sys.stdout))
         async for batch in batches:

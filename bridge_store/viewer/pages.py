@@ -286,9 +286,15 @@ async def whole_transcript(context: Context, agent_id: str, run_id: str) -> dict
     builder = TranscriptBuilder()
     async for event in context.reader.all_events(run_id):
         builder.add(event)
+    agent = await context.reader.agent(agent_id)
+    if agent is not None:
+        first = await context.reader.runs(agent_id, cursor=None, limit=1)
+        first_run = first.items[0]["runId"] if first.items else None
+        agent = {**agent, "displayName": await display_name(context.reader, agent, first_run)}
+    [run] = await context.activity.with_run_creators([found])
     return {
-        "agent": await context.reader.agent(agent_id),
-        "run": found,
+        "agent": agent,
+        "run": run,
         "blocks": builder.json(),
         "usage": usage_counts(found.get("usage")) or builder.usage,
     }

@@ -206,49 +206,6 @@ class RemoteCallStore:
         return output if isinstance(output, dict) else None
 
 
-@dataclass
-class RemotePages:
-    """The viewer's pages as JSON (``?format=json``) from a running server, with a bearer
-    token: what the CLI reads through a server for what CallStore does not carry (who
-    started what, runs across agents, the overview). The server must serve ``/ui/``."""
-
-    url: str
-    token: str = field(repr=False)
-    timeout: float = REMOTE_TIMEOUT_SECONDS
-
-    def __post_init__(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"the store URL must start with http:// or https://, not {self.url!r}")
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    async def page(self, path: str, params: dict[str, str]) -> Document:
-        """The data of the page at ``/ui/<path>`` with these parameters."""
-        return await asyncio.to_thread(self._get, path, params)
-
-    def _get(self, path: str, params: dict[str, str]) -> Document:
-        query = urllib.parse.urlencode({**params, "format": "json"})
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
-            f"{self.url.rstrip('/')}/ui/{path}?{query}",
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
-        )
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                body = json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            if error.code == 404 and "json" not in (error.headers.get("content-type") or ""):
-                no_viewer = f"{self.url} serves no viewer (/ui/): start it without --no-ui"
-                raise unavailable(no_viewer) from None
-            raise _connect_error(error) from None
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise unavailable(f"cannot reach the store at {self.url}: {reason}") from None
-        except ValueError:
-            raise unavailable(f"{self.url} does not answer like a bridge-store viewer") from None
-        if not isinstance(body, dict):
-            raise unavailable(f"{self.url} does not answer like a bridge-store viewer")
-        return body
-
-
 def _connect_error(error: urllib.error.HTTPError) -> ConnectError:
     try:
         body = json.loads(error.read(64 * 1024))
