@@ -272,6 +272,16 @@ class TokenRegistry:
             self._stamp = stamp  # a failure is not retried (and logged) until it changes
             if not isinstance(entries, ConfigurationError):
                 self._entries = tuple(entries)
+        if isinstance(entries, ConfigurationError) and stamp is None:
+            # Deleting is no revocation (docs/security.md): a file that is briefly
+            # missing while a deploy rewrites it must not lock every client out.
+            logger.warning(
+                "tokens file %s is gone: the %d tokens last read stay valid until it is "
+                "back; to refuse them all, write an empty tokens file",
+                self._path,
+                len(self._entries),
+            )
+            return False
         if isinstance(entries, ConfigurationError):
             logger.error("tokens file not reloaded, the previous tokens stay: %s", entries)
             return False

@@ -46,6 +46,12 @@ def parse_entries(text: str, source: str) -> list[TokenEntry]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigurationError(f"{source} is not valid TOML: {error}") from None
+    except RecursionError:
+        # tomllib recurses once per nested array or inline table; a tokens file has
+        # none, so a file this deep is not one.
+        raise ConfigurationError(
+            f"{source} is not a tokens file: its arrays or tables nest too deeply"
+        ) from None
     unknown = set(data) - {"token"}
     if unknown:
         raise ConfigurationError(f"{source}: unknown top-level keys {sorted(unknown)}")
@@ -104,6 +110,11 @@ def load_entries(path: Path) -> list[TokenEntry]:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigurationError(f"cannot read tokens file {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            f"tokens file {path} is not UTF-8 text (byte {error.start}); "
+            "'bridge-store token add' writes one"
+        ) from None
     return parse_entries(text, str(path))
 
 
