@@ -402,5 +402,5 @@ def test_redact_hides_passwords() -> None:
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
     assert (
         redact("s3://b/p?access_key_id=AK&secret_access_key=SK&session_token=ST")
-        == "s3://b/p?access_key_id=AK&secret_access_key=***&session_token=***"
+        == "s3://b/p?access_key_id=***&secret_access_key=***&session_token=***"
     )
