@@ -230,6 +230,7 @@ def _serve_on(
     import uvicorn
 
     from ..app import create_app
+    from ..wire.hsts import StrictTransportSecurity
     from ..wire.http_guard import guarded_protocol
     from .serving import UVICORN_SETTINGS, run_announcing
 
@@ -256,7 +257,7 @@ def _serve_on(
     if generated_token_file is not None:
         ready["authTokenFile"] = str(generated_token_file)
     server_config = uvicorn.Config(
-        app,
+        StrictTransportSecurity(app) if tls else app,
         # Logging is configured above; uvicorn only sets its loggers' levels.
         log_config=None,
         log_level=args.log_level,
