@@ -270,6 +270,7 @@ def test_schema_missing_is_unready_until_upgraded(
 ) -> None:
     if scheme == "sqlite":
         url = f"sqlite:///{tmp_path / 'empty.db'}"
+        (tmp_path / "empty.db").touch(mode=0o600)  # --no-migrate creates no database
     else:
         url = request.getfixturevalue("make_postgres_url")()
     with serve("--store", url, "--no-migrate") as server:
