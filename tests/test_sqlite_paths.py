@@ -94,3 +94,21 @@ def test_db_upgrade_still_creates_the_file_and_its_directory(tmp_path: Path) -> 
     assert oct(database.stat().st_mode & 0o777) == "0o600"
     shown = run_cli("agents", "--store", f"sqlite:///{database}", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
+
+
+def test_a_sqlite_path_that_is_a_directory_is_one_line(tmp_path: Path) -> None:
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    url = f"sqlite:///{directory}"
+    served = run_cli("serve", "--port", "0", "--store", url, cwd=tmp_path)
+    assert served.returncode == 2
+    assert served.stderr.strip().splitlines() == [
+        f"bridge-store: the SQLite database {directory} is not a file; choose another path "
+        "(sqlite:///PATH)"
+    ]
+    read = run_cli("agents", "--store", url, cwd=tmp_path)
+    assert read.returncode == 2
+    assert (
+        read.stderr.strip().splitlines()[0].startswith(f"bridge-store: no database at {directory}")
+    )
+    assert list(directory.iterdir()) == []

@@ -103,3 +103,32 @@ def test_a_tokens_file_locked_too_long_is_one_clear_error(
     assert [entry.name for entry in load_entries(path)] == ["alice"]
     add_token(path, "bob", tenant="team-a", scope=Scope.WRITE)  # free again: it works
     assert [entry.name for entry in load_entries(path)] == ["alice", "bob"]
+
+
+def test_token_commands_under_a_file_or_on_a_bad_file_are_one_line_and_print_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hostile paths: a tokens file under a file, a tokens file that is not UTF-8."""
+    from bridge_store.cli import main
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x\n")
+    under = str(blocker / "tokens.toml")
+    for args in (
+        ["token", "add", "a", "--tenant", "t", "--scope", "read", "--tokens-file", under],
+        ["token", "revoke", "a", "--tokens-file", under],
+    ):
+        assert main(args) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (
+            f"bridge-store: cannot write tokens file {under}: {blocker} is a file, "
+            "not a directory\n"
+        )
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b'[[token]]\nname = "caf\xe9"\n')
+    assert main(["token", "list", "--tokens-file", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table header before the error
+    assert captured.err.count("\n") == 1
+    assert blocker.read_text() == "x\n"

@@ -153,6 +153,11 @@ def lock_path(path: Path) -> Path:
 def _locked(path: Path) -> Iterator[None]:
     """Hold the exclusive lock of ``path`` (waits at most LOCK_WAIT_SECONDS)."""
     lock = lock_path(path)
+    for parent in (path.parent, *path.parent.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ConfigurationError(
+                f"cannot write tokens file {path}: {parent} is a file, not a directory"
+            )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
