@@ -22,7 +22,7 @@ from urllib.parse import unquote_plus, urlsplit
 MASK = "***"
 #: What a harmless value looks like (numbers, words, a key prefix); anything else, say
 #: ``sslmode=require;sslpassword=...`` to a driver that splits on ``;``, is masked.
-_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._:/-]{0,200}")
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._:/,-]{0,200}")
 
 _POSTGRES = frozenset(
     {
@@ -34,9 +34,12 @@ _POSTGRES = frozenset(
         "pool_pre_ping",
         "connect_timeout",
         "command_timeout",
-        # asyncpg's that say how to connect, never with what.
+        # asyncpg's that say how to connect, never with what, and server settings
+        # that name a schema or a bound.
         "sslmode",
         "target_session_attrs",
+        "search_path",
+        "statement_timeout",
     }
 )
 _REDIS = frozenset(

@@ -39,8 +39,12 @@ def write_tokens(path: Path, count: int, known: str, *, salt: str = "") -> None:
         TokenEntry(f"t{salt}{number}", token_digest(secrets.token_hex(8)), "team-a", Scope.READ)
         for number in range(1, count)
     ]
-    path.write_text(render(entries))
-    path.chmod(0o600)
+    # Replaced whole, as `token add` does: a reload never reads half a file (one that
+    # stops after the header would revoke every token, rightly, until the next).
+    temporary = path.with_name(path.name + ".new")
+    temporary.write_text(render(entries))
+    temporary.chmod(0o600)
+    os.replace(temporary, path)
 
 
 def stops_on_sigterm(server: ServerProcess) -> float:

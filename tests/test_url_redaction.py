@@ -60,6 +60,10 @@ SECRET = "zqSECRETzq0123456789"
         (f"sqlite:///x.db#{SECRET}", "sqlite:///x.db#***"),
         (f"postgresql://u:pa/{SECRET}@h/db", "postgresql://u:***@h/db"),
         ("sqlite:///var/lib/x.db?busy_timeout=500", "sqlite:///var/lib/x.db?busy_timeout=500"),
+        (
+            "postgresql://db/x?search_path=team_a,public&sslkey=/k.pem",
+            "postgresql://db/x?search_path=team_a,public&sslkey=***",
+        ),
         (f"plugin://host/db?timeout={SECRET}", "plugin://host/db?***"),
     ],
 )
