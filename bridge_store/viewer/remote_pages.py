@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import unavailable
 from ..types import Document
+from ..urls import redact
 from .reader import REMOTE_TIMEOUT_SECONDS, HistoryReader, RemoteCallStore, _connect_error
 
 
@@ -44,7 +45,7 @@ class RemotePages:
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            raise unavailable(f"{self.url} does not answer like a bridge-store viewer")
+            raise unavailable(f"{redact(self.url)} does not answer like a bridge-store viewer")
         return data
 
     async def markdown(self, agent_id: str, run_id: str) -> str:
@@ -66,9 +67,9 @@ class RemotePages:
                 return body
         except urllib.error.HTTPError as error:
             if error.code == 404 and "json" not in (error.headers.get("content-type") or ""):
-                no_viewer = f"{self.url} serves no viewer (/ui/): start it without --no-ui"
+                no_viewer = f"{redact(self.url)} serves no viewer (/ui/): start it without --no-ui"
                 raise unavailable(no_viewer) from None
             raise _connect_error(error) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise unavailable(f"cannot reach the store at {self.url}: {reason}") from None
+            raise unavailable(f"cannot reach the store at {redact(self.url)}: {reason}") from None
