@@ -153,7 +153,7 @@ def create_app(
         opened = started.pop()
         # Secrets are sealed closest to the backends; metrics count what clients see.
         stores = seal_stores(opened.stores, config.keyring)
-        serving.append(stores if metrics is None else metrics.counts.metered(stores))
+        serving.append(stores if metrics is None else metrics.metered(stores))
         unwrapped.append(opened.stores)
         retention = None
         if config.retain is not None:

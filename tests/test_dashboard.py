@@ -65,6 +65,11 @@ def test_the_dashboard_reads_only_exported_metrics(tmp_path: Path) -> None:
         "bridge_store_backend_errors_total",
         "bridge_store_pool_in_use",
         "bridge_store_pool_waits_total",
+        # Agent activity.
+        "bridge_store_runs_finished_total",
+        "bridge_store_run_tokens_total",
+        "bridge_store_run_duration_seconds_bucket",
+        "bridge_store_tool_calls_total",
     } <= used
 
 

@@ -49,7 +49,9 @@ from ..connect import bearer_principal
 from ..lifecycle.retain import RetentionCounts
 from ..security.auth import Scope as TokenScope
 from ..security.auth import TokenRegistry
+from ..stores import Stores
 from ..substores import PoolStats
+from .activity import ActivityCollector, ActivityCounts
 from .metered import StoreCounts
 
 #: The label value of a substore or method outside the method table, and of requests
@@ -284,6 +286,9 @@ class Metrics:
         #: Checkpoint bytes, counted by the metered checkpoint substore.
         self.counts = StoreCounts()
         self.registry.register(CallCollector([*self._methods.values(), self.unknown], self.counts))
+        #: Runs finished, tokens, tool calls: counted by the metered runs and events.
+        self.activity = ActivityCounts()
+        self.registry.register(ActivityCollector(self.activity))
         #: Calls being answered now; an int the hot path bumps, read at scrape.
         self.in_flight = 0
         Gauge(
@@ -293,6 +298,10 @@ class Metrics:
         ).set_function(lambda: self.in_flight)
         self.backends = BackendCollector()
         self.registry.register(self.backends)
+
+    def metered(self, stores: Stores) -> Stores:
+        """``stores`` with what these metrics count as it passes through them."""
+        return self.activity.metered(self.counts.metered(stores))
 
     def method(self, substore: str, method: str) -> MethodMetrics:
         """The sums of a call's labels (already ``unknown`` outside the table)."""
