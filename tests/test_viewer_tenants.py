@@ -303,3 +303,15 @@ def test_the_overview_counts_one_tenant(server: str, request: pytest.FixtureRequ
         assert page.status_code == 200
         assert "read_file" not in page.text
         assert "read_file" in a.get("/ui/overview?to=2026-05-28").text
+
+
+def test_a_run_s_outline_and_timeline_are_its_tenant_s(server: str) -> None:
+    with viewer(server, READ_A) as a, viewer(server, READ_B) as b:
+        mine = a.get(f"/ui/outline?agent={LOGIN_AGENT}&id={FINISHED_RUN}&format=json").json()
+        assert mine["firstError"]["label"].startswith("run_terminal_cmd (error")
+        theirs = b.get(f"/ui/outline?agent={LOGIN_AGENT}&id={FINISHED_RUN}&format=json").json()
+        assert [step["label"] for step in theirs["steps"]] == [f"Prompt: {B_PROMPT}"]
+        assert theirs["firstError"] is None
+        assert a.get(f"/ui/outline?agent={B_ONLY_AGENT}&id=run-beta").status_code == 404
+        page = b.get(f"/ui/outline?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
+        assert "run_terminal_cmd" not in page.text
