@@ -21,6 +21,7 @@ from ..security.tokens import TOKEN_ENV, load_or_generate
 from ..security.tokens_file import TOKENS_FILE_ENV, open_registry
 from ..stores import ResolvedStores, Routes, resolve
 from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from ..viewer import UI_PATH
 from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .keys import keyring_from
@@ -252,6 +253,9 @@ def _serve_on(
     shown_host = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
     ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
+    if args.ui:
+        # The viewer is the first thing a person wants to open; the URL says where.
+        ready["viewerUrl"] = f"{ready['url']}{UI_PATH.strip('/')}/"
     if generated_token_file is not None:
         ready["authTokenFile"] = str(generated_token_file)
     server_config = uvicorn.Config(
