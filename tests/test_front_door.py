@@ -16,8 +16,15 @@ from tests.support.server import serve
 TOKEN = "front-door-test-token"
 
 
-def app(**settings: bool) -> BridgeStoreApp:
-    return create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN, **settings))
+def app(*, ui: bool = True, metrics: bool = True, metrics_public: bool = False) -> BridgeStoreApp:
+    config = ServerConfig(
+        routes=Routes.single("memory://"),
+        auth_token=TOKEN,
+        ui=ui,
+        metrics=metrics,
+        metrics_public=metrics_public,
+    )
+    return create_app(config)
 
 
 def test_the_root_sends_a_browser_to_the_viewer() -> None:
