@@ -30,6 +30,7 @@ from .stores import OpenStores, ResolvedStores, Stores, resolve
 from .types import Answer
 from .urls import redact
 from .viewer import UI_PATH
+from .viewer.welcome import BridgeHint, sole_holder
 
 if TYPE_CHECKING:
     from .ops.tracing import Tracing
@@ -227,7 +228,10 @@ def create_app(
             stores()  # unavailable until open
             return unwrapped[0]
 
-        routes.append(Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)))
+        shorthand = sole_holder(tokens)
+        hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)
+        viewer = create_viewer(stores, tokens, backend_stores, bridge_hint=hint)
+        routes.append(Mount(UI_PATH, viewer))
     # What the ready line's URL opens in a browser: the viewer, or the paths served.
     home = front_page(
         viewer_path=UI_PATH if config.ui else None,

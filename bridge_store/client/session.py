@@ -288,6 +288,8 @@ def launch(
             run_events=run_events,
             checkpoints=checkpoints,
             auth_token=auth_token,
+            # The server reads the file too, and its viewer names it.
+            auth_token_file=token_file if unsaved is None else None,
             env=env,
             echo=echo,
             timeout=timeout,
