@@ -73,11 +73,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     options.add_argument(
-        "--host", help="loopback address the bridge listens on (the bridge refuses others)"
+        "--host",
+        help="loopback address the bridge listens on; it refuses others (default: the bridge's)",
     )
     options.add_argument("--port", type=int, help="port the bridge listens on (default: any free)")
-    options.add_argument("--workspace", metavar="DIR", help="the agents' working directory")
-    options.add_argument("--state-root", metavar="DIR", help="the bridge's own state directory")
+    options.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the agents' working directory (default: the current directory)",
+    )
+    options.add_argument(
+        "--state-root",
+        metavar="DIR",
+        help="the bridge's own state directory (default: the bridge's)",
+    )
     options.add_argument("--verbose", action="store_true", help="the bridge logs every RPC")
     options.add_argument(
         "bridge_args",

@@ -94,7 +94,7 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_REQUEST_BYTES,
         metavar="N",
-        help="largest request body accepted, after decompression (default: %(default)s)",
+        help="largest request body accepted, after decompression (default: %(default)s, 128 MiB)",
     )
     serve.add_argument(
         "--gzip-min-bytes",
