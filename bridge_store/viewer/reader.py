@@ -17,7 +17,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..connect import CALL_STORE_PATH
@@ -57,9 +57,22 @@ def public_agent(agent: Document) -> Document:
 
 @dataclass(frozen=True, slots=True)
 class HistoryReader:
-    """Read-only history: agents, runs and run events, paged by the store's own cursors."""
+    """Read-only history: agents, runs and run events, paged by the store's own cursors.
+
+    ``tenant`` is the tenant read, when the reader knows it; ``tenants`` lists the
+    store's tenants holding agents, given only to a reader of the whole store (a CLI
+    reading a store URL), for saying where history is when this tenant has none.
+    """
 
     call: CallStoreFn
+    tenant: str | None = None
+    tenants: Callable[[], Awaitable[Sequence[str]]] | None = None
+
+    async def other_tenants(self) -> list[str]:
+        """The tenants besides this one holding agents (none when not to be told)."""
+        if self.tenants is None:
+            return []
+        return sorted(set(await self.tenants()) - {self.tenant})
 
     async def _read(self, substore: str, method: str, data: Document) -> Document | None:
         assert method in READ_METHODS, method
