@@ -84,7 +84,7 @@ def test_an_empty_store_shows_the_command_that_connects_a_bridge_here() -> None:
         assert data["welcome"]["tenant"] == "default"
         assert "otherTenants" not in data["welcome"]
         assert f"<code>{command}</code>" in html
-        assert "tenant default unless --tenant" in html  # where import-local puts history
+        assert "lands in tenant default unless it is given --tenant NAME" in html
         assert SHORTHAND not in html
         # A filtered page that matches nothing is not the first page: no welcome there.
         filtered, html = agents_page(base, SHORTHAND, "&name=nothing")

@@ -23,7 +23,10 @@ from ..types import Document
 TenantLister = Callable[[], Awaitable[Sequence[str]]]
 
 #: Where import-local puts history unless told otherwise (its --tenant).
-IMPORT_NOTE = "bridge-store import-local keeps imported history in tenant default unless --tenant"
+IMPORT_NOTE = (
+    "history brought in by bridge-store import-local lands in tenant default unless it is "
+    "given --tenant NAME"
+)
 
 
 def sole_holder(tokens: TokenRegistry) -> bool:
