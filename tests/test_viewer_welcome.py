@@ -21,8 +21,9 @@ from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
+from bridge_store.viewer.reader import HistoryReader
 from bridge_store.viewer.standalone import create_ui_app
-from bridge_store.viewer.welcome import BridgeHint
+from bridge_store.viewer.welcome import BridgeHint, Welcome
 
 from .support.history import LOGIN_AGENT, agent
 from .support.inprocess import running
@@ -142,3 +143,31 @@ def test_the_bridges_embedded_store_names_its_token_file(tmp_path: Path) -> None
         assert "--auth-token-file" in argv
         assert SHORTHAND not in argv
     assert data["welcome"]["command"].endswith(f"--store-auth-token-file {token_file}")
+
+
+async def test_only_valid_tenant_names_are_ever_shown() -> None:
+    # A store written around the server could hold any key; none of it reaches a page
+    # or a terminal unless it is a tenant name (no markup, no terminal escapes).
+    async def hostile() -> list[str]:
+        return ["team-a", "\x1b[2J\x1b]0;owned\x07", "<script>x</script>", "default"]
+
+    welcome = Welcome("default", BridgeHint(token_env=True), hostile)
+    assert (await welcome.describe("http://s/"))["otherTenants"] == ["team-a"]
+
+    async def no_calls(substore: str, method: str, data: dict[str, Any]) -> None:
+        raise AssertionError("listing tenants makes no CallStore call")
+
+    reader = HistoryReader(no_calls, tenant="default", tenants=hostile)
+    assert await reader.other_tenants() == ["team-a"]
+
+
+def test_a_hostile_host_header_never_reaches_the_page_as_markup() -> None:
+    config = ServerConfig(routes=Routes.single("memory://"), auth_token=SHORTHAND)
+    with running(create_app(config)) as base:
+        for host in ('evil"><script>alert(1)</script>', "x' onmouseover='alert(1)"):
+            page = httpx.get(
+                f"{base}/ui/", headers={"Authorization": f"Bearer {SHORTHAND}", "Host": host}
+            )
+            assert page.status_code == 200
+            assert "<script>alert" not in page.text
+            assert "onmouseover='alert" not in page.text

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from ..connect import CALL_STORE_PATH
 from ..dispatch import call_store
 from ..errors import Code, ConnectError, unavailable
-from ..security.auth import Principal
+from ..security.auth import Principal, is_valid_tenant
 from ..stores import Stores
 from ..types import Document
 
@@ -69,10 +69,15 @@ class HistoryReader:
     tenants: Callable[[], Awaitable[Sequence[str]]] | None = None
 
     async def other_tenants(self) -> list[str]:
-        """The tenants besides this one holding agents (none when not to be told)."""
+        """The tenants besides this one holding agents (none when not to be told).
+
+        Only valid tenant names: a store written around the server (a hostile row, a
+        key with terminal escapes in it) cannot put text on the reader's terminal.
+        """
         if self.tenants is None:
             return []
-        return sorted(set(await self.tenants()) - {self.tenant})
+        found = set(await self.tenants()) - {self.tenant}
+        return sorted(name for name in found if is_valid_tenant(name))
 
     async def _read(self, substore: str, method: str, data: Document) -> Document | None:
         assert method in READ_METHODS, method

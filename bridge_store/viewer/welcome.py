@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from ..security.auth import TokenRegistry
+from ..security.auth import TokenRegistry, is_valid_tenant
 from ..security.tokens import TOKEN_ENV
 from ..types import Document
 
@@ -63,7 +63,9 @@ class Welcome:
         data: Document = {"tenant": self.tenant, "importNote": IMPORT_NOTE}
         data.update(self._connect(server_url))
         if self.tenants is not None:
-            others = sorted(set(await self.tenants()) - {self.tenant})
+            found = set(await self.tenants()) - {self.tenant}
+            # Valid names only, whatever a store written around the server holds.
+            others = sorted(name for name in found if is_valid_tenant(name))
             if others:
                 data["otherTenants"] = others
                 data["chooseTenant"] = self._choose(others[0])
