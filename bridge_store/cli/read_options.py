@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import ConfigurationError, ConnectError
+from ..errors import Code, ConfigurationError, ConnectError
 from ..security.auth import DEFAULT_TENANT, Principal, check_tenant, local_principal
 from ..security.encryption import KEY_FILE_ENV, Keyring
 from ..security.tokens import TOKEN_ENV, read_auth_token
@@ -121,7 +121,12 @@ async def open_direct(
     opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
     try:
         stores = seal_stores(opened.stores, keyring)
-        reader = HistoryReader(in_process(lambda: stores, principal))
+        # Whoever reads a store URL holds the whole store: it may learn its tenants.
+        reader = HistoryReader(
+            in_process(lambda: stores, principal),
+            tenant=principal.tenant,
+            tenants=opened.stores.agents.tenants,
+        )
         yield reader, stores, principal, opened.stores
     finally:
         await opened.close()
@@ -201,6 +206,30 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
         yield LocalPages(context)
 
 
+async def tenant_hint(reader: HistoryReader) -> str | None:
+    """Where the history is when the tenant read has none of what was asked for."""
+    others = await reader.other_tenants()
+    if not others:
+        return None
+    held = "tenant" if len(others) == 1 else "tenants"
+    return (
+        f"tenant {reader.tenant} holds none of it; this store holds history in {held} "
+        f"{', '.join(others)}: choose one with --tenant {others[0]} (import-local writes "
+        f"to tenant {DEFAULT_TENANT} unless given --tenant)"
+    )
+
+
+async def hinted(reader: HistoryReader, work: Coroutine[Any, Any, None]) -> None:
+    """Run a command's work; a ``not_found`` says where the history is, if elsewhere."""
+    try:
+        await work
+    except ConnectError as error:
+        hint = await tenant_hint(reader) if error.code is Code.NOT_FOUND else None
+        if hint is None:
+            raise
+        raise ConnectError(error.code, f"{error.message}; {hint}") from None
+
+
 def run_reading(
     read: Callable[[HistoryReader, argparse.Namespace], Coroutine[Any, Any, None]],
     args: argparse.Namespace,
@@ -209,7 +238,7 @@ def run_reading(
 
     async def main() -> None:
         async with open_reader(args) as reader:
-            await read(reader, args)
+            await hinted(reader, read(reader, args))
 
     return run_main(main)
 
@@ -222,7 +251,7 @@ def run_paging(
 
     async def main() -> None:
         async with open_pages(args) as pages:
-            await read(pages, args)
+            await hinted(pages.reader, read(pages, args))
 
     return run_main(main)
 

@@ -39,9 +39,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "filtered and ordered as the viewer's Runs page (the next page's cursor goes to "
         "stderr).",
     )
-    runs.add_argument("agent_id", metavar="AGENT_ID", nargs="?")
+    runs.add_argument(
+        "agent_id",
+        metavar="AGENT_ID",
+        nargs="?",
+        help="the agent, as 'agents' lists it (leave it out for every agent's runs)",
+    )
     across = runs.add_argument_group("every agent's runs (without AGENT_ID)")
-    across.add_argument("--status", choices=queries.RUN_STATUSES)
+    across.add_argument("--status", choices=queries.RUN_STATUSES, help="only runs with this status")
     across.add_argument("--model", metavar="ID", help="only runs of this model")
     across.add_argument("--cwd", metavar="DIR", help="only runs of agents of this workspace")
     across.add_argument(

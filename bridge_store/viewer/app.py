@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.applications import Starlette
 
@@ -17,6 +17,7 @@ from .reader import HistoryReader, in_process
 from .search import search_index, searcher_for
 from .session import Sessions
 from .web import Viewer
+from .welcome import BridgeHint, Welcome, sole_holder
 
 
 def token_principal(tokens: TokenRegistry) -> Callable[[str], Awaitable[Principal | None]]:
@@ -34,6 +35,8 @@ def create_viewer(
     tokens: TokenRegistry,
     backend_stores: Callable[[], Stores] | None = None,
     prices: PriceTable | None = None,
+    *,
+    bridge_hint: BridgeHint | None = None,
 ) -> Starlette:
     """The viewer over the stores ``stores()`` returns (asked per request: they open later).
 
@@ -41,8 +44,15 @@ def create_viewer(
     secrets, to count bytes): where search looks for a backend's own index, and the run
     list and overview for a backend's own summaries. Without it, ``stores()`` are taken
     to be the backends' own. ``prices`` turn the overview's tokens into money.
+    ``bridge_hint`` says where a bridge finds the server's token, for the empty agents
+    page; None for a viewer without a CallStore endpoint.
     """
     unwrapped = backend_stores or stores
+    # Named tokens see only their own tenant, never that others exist.
+    store_wide = sole_holder(tokens)
+
+    async def tenants() -> Sequence[str]:
+        return await unwrapped().agents.tenants()
 
     def context_for(principal: Principal) -> Context:
         # Every read goes through dispatch as the principal: its tenant, its scope. The
@@ -55,7 +65,8 @@ def create_viewer(
             history=lambda: run_history(unwrapped().agents, unwrapped().runs),
             statistics=lambda: run_statistics(unwrapped().agents, unwrapped().runs),
         )
-        return Context(reader, searcher, activity, principal, prices)
+        welcome = Welcome(principal.tenant, bridge_hint, tenants if store_wide else None)
+        return Context(reader, searcher, activity, principal, prices, welcome=welcome)
 
     sessions = Sessions.with_new_secret(token_principal(tokens))
     return Viewer(sessions, context_for).app()
