@@ -315,3 +315,32 @@ def test_a_run_s_outline_and_timeline_are_its_tenant_s(server: str) -> None:
         assert a.get(f"/ui/outline?agent={B_ONLY_AGENT}&id=run-beta").status_code == 404
         page = b.get(f"/ui/outline?agent={LOGIN_AGENT}&id={FINISHED_RUN}")
         assert "run_terminal_cmd" not in page.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "runs?model=%00&format=json",
+        "runs?by=%00%ff&format=json",
+        "runs?cwd=" + "x" * 5000 + "&format=json",
+        "runs?since=9999-99-99&format=json",
+        "runs?until=0000-01-01&format=json",
+        "runs?sort=../etc&format=json",
+        "runs?limit=-1&format=json",
+        "runs?cursor=%00&format=json",
+        "runs?model=%ED%A0%80&format=json",
+        "overview?days=1e9&format=json",
+        "overview?to=-1&format=json",
+        "overview?to=0001-01-01&format=json",
+        "overview?to=9999-12-31&format=json",
+        "outline?agent=%00&id=x&format=json",
+    ],
+)
+def test_hostile_parameters_of_the_new_pages_are_the_client_s_mistake(
+    server: str, query: str
+) -> None:
+    with viewer(server, READ_A) as a:
+        response = a.get(f"/ui/{query}")
+        assert response.status_code < 500, response.text
+        if response.status_code != 200:
+            assert response.json()["code"] in ("invalid_argument", "not_found")

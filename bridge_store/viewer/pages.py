@@ -184,6 +184,9 @@ async def overview(context: Context, params: QueryParams) -> View:
     to = queries.utc_day(params.get("to"), "to")
     today = (to if to is not None else queries.now_ms()) // queries.DAY_MS
     longest = max(WINDOWS)
+    if today - longest + 1 < 0:
+        # Runs have no time before 1970 (a run without one is at 0): nor has a window.
+        raise invalid_argument("to must be a day after 1970-01-30")
     counts, method = await overview_counts(
         context.reader,
         context.activity,
