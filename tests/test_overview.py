@@ -250,6 +250,8 @@ def test_prices_turn_tokens_into_money_per_day_model_and_in_all(tmp_path: Path) 
         (b"[models.a]\ninput = inf\noutput = 1\n", "models.a.input must be a non-negative"),
         (b"[models.a]\ninput = true\noutput = 1\n", "models.a.input must be a non-negative"),
         (b'[models.a]\ninput = "1"\noutput = 1\n', "models.a.input must be a non-negative"),
+        (b"a = " + b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"a = " + b"{b = " * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
     ],
 )
 def test_a_wrong_price_table_is_one_line_naming_the_file(

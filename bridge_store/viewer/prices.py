@@ -59,6 +59,11 @@ def load_prices(path: str | Path) -> PriceTable:
         raise ConfigurationError(f"--prices {where}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigurationError(f"--prices {where}: not TOML: {error}") from None
+    except RecursionError:
+        # tomllib parses nesting by recursion: absurd nesting is no price table.
+        raise ConfigurationError(
+            f"--prices {where}: nested too deeply to be a price table"
+        ) from None
     return parse_prices(document, where)
 
 
