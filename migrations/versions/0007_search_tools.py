@@ -149,38 +149,45 @@ def _postgres_value(json: str) -> str:
 
 
 def _postgres_content(*, tools: bool) -> str:
+    """The text items of a user or assistant message's ``content`` (and, with ``tools``,
+    the name and input of its tool_use items)."""
     tool_use = ""
     if tools:
         name, given = _postgres_value("item -> 'name'"), _postgres_value("item -> 'input'")
         tool_use = f"WHEN 'tool_use' THEN concat_ws(' ', {name}, {given})"
-    return f"""CASE jsonb_typeof(message #> '{{message,content}}')
-            WHEN 'string' THEN message #>> '{{message,content}}'
+    return f"""CASE jsonb_typeof(content)
+            WHEN 'string' THEN content #>> '{{}}'
             WHEN 'array' THEN (
                 SELECT string_agg(CASE item ->> 'type'
                     WHEN 'text' THEN item ->> 'text' {tool_use} END, ' ')
-                FROM jsonb_array_elements(message #> '{{message,content}}') AS item
+                FROM jsonb_array_elements(content) AS item
                 WHERE jsonb_typeof(item) = 'object')
         END"""
 
 
 def _postgres_function(*, tools: bool) -> str:
-    kinds = "('user', 'assistant')"
-    picked = f"CASE WHEN message ->> 'type' IN {kinds} THEN {_postgres_content(tools=tools)}"
+    """``bridge_store_search_text``: each part of the event read once (its kind, its
+    message, its content), then the text of its kind."""
+    picked = f"CASE WHEN kind IN ('user', 'assistant') THEN {_postgres_content(tools=tools)}"
     if tools:
         call = ", ".join(_postgres_value(f"message -> '{f}'") for f in ("name", "args", "result"))
         picked += f"""
-            WHEN message ->> 'type' = 'tool_call' THEN concat_ws(' ', {call})
-            WHEN message ->> 'type' = 'status' THEN {_postgres_value("message -> 'message'")}"""
+            WHEN kind = 'tool_call' THEN concat_ws(' ', {call})
+            WHEN kind = 'status' THEN {_postgres_value("message -> 'message'")}"""
     picked += " END"
     text = f"left({picked}, {_POSTGRES_TEXT_CHARS})"
     return f"""CREATE OR REPLACE FUNCTION bridge_store_search_text(doc text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
         SELECT {_POSTGRES_WORDS.format(text=text)}
         FROM (
-            SELECT CASE WHEN d #>> '{{payload,type}}' = 'sdk_message'
-                THEN d #> '{{payload,message}}' END AS message
-            FROM (SELECT bridge_store_search_json(doc) AS d) AS parsed
-        ) AS picked
+            SELECT message ->> 'type' AS kind, message,
+                message #> '{{message,content}}' AS content
+            FROM (
+                SELECT CASE WHEN d #>> '{{payload,type}}' = 'sdk_message'
+                    THEN d #> '{{payload,message}}' END AS message
+                FROM (SELECT bridge_store_search_json(doc) AS d) AS parsed
+            ) AS picked
+        ) AS parts
     $$"""
 
 
