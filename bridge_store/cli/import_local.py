@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
+    from ..lifecycle.checks import InvalidItem
     from ..lifecycle.items import AgentItem
     from ..lifecycle.progress import Meter
     from ..lifecycle.sink import StoreSink
@@ -125,10 +126,13 @@ async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
         try:
             async with meter.showing():
                 for store in stores:
-                    for item in store.items(args.tenant):
-                        await sink.write(item)
-                        if isinstance(item, AgentItem):
-                            meter.agent_done()
+                    try:
+                        for item in store.items(args.tenant):
+                            await sink.write(item)
+                            if isinstance(item, AgentItem):
+                                meter.agent_done()
+                    except InvalidItem as error:  # what a CallStore call would be refused
+                        raise ConfigurationError(f"cannot import {store}: {error}") from None
         except ConnectError as error:
             if error.code == Code.UNAVAILABLE:
                 raise stopped("import-local", error) from error
