@@ -3,6 +3,7 @@ gets: tenant names, ids, lengths, document shapes, numbers, nesting, blob sizes.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from bridge_store.lifecycle.checks import InvalidItem, checked
 from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, RunItem
 from bridge_store.lifecycle.sink import StoreSink
+from bridge_store.security.encryption import Identity, load_keyring, new_key_line
 from bridge_store.types import Document
 from tests.support.lifecycle import open_memory, snapshot
 
@@ -141,3 +143,18 @@ def test_valid_items_are_stored_as_a_call_would_store_them() -> None:
     assert isinstance(events, EventsItem)
     assert events.events[0]["seq"] == 1
     assert isinstance(events.events[0]["seq"], int)
+
+
+def test_sealed_metadata_travels_as_it_is(tmp_path: Path) -> None:
+    """A sealed store copied or exported without its key file hands over sdkMetadata
+    sealed: the checks take it as the store holds it, and still check the rest."""
+    keys = tmp_path / "keys"
+    keys.write_text(new_key_line() + "\n")
+    sealed = load_keyring(keys).seal_metadata({"blobEncryptionKey": "k"}, Identity("default", "a"))
+    agent = checked(AgentItem("default", {**GOOD_AGENT, "sdkMetadata": sealed}))
+    assert isinstance(agent, AgentItem)
+    assert agent.document["sdkMetadata"] == sealed
+    with pytest.raises(InvalidItem, match=r"agent\.updatedAt must be an integer"):
+        checked(AgentItem("default", {**GOOD_AGENT, "sdkMetadata": sealed, "updatedAt": "x"}))
+    with pytest.raises(InvalidItem, match=r"agent\.sdkMetadata must be object or null"):
+        checked(AgentItem("default", {**GOOD_AGENT, "sdkMetadata": "not sealed"}))

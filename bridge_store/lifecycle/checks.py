@@ -20,6 +20,8 @@ from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
 from bridge_store.contract import require_id, validate_agent, validate_run
 from bridge_store.errors import ConfigurationError, ConnectError, invalid_argument
 from bridge_store.security.auth import check_tenant
+from bridge_store.security.encryption import is_sealed_metadata
+from bridge_store.security.sealed_stores import METADATA
 from bridge_store.stored_documents import check_json_value, validate_stored_event
 
 from .items import AgentItem, BlobItem, EventsItem, Item, RunItem
@@ -71,8 +73,14 @@ def checked(item: Item) -> Item:
 
 def _checked(item: Item) -> Item:
     if isinstance(item, AgentItem):
-        agent = validate_agent(item.document, "agent")
+        document = item.document
+        # A sealed store read without its key file hands over sdkMetadata sealed (one
+        # string, which travels as it is): the checks apply to the rest.
+        sealed = isinstance(document, dict) and is_sealed_metadata(document.get(METADATA))
+        agent = validate_agent({**document, METADATA: None} if sealed else document, "agent")
         check_json_value(agent, "agent", depth=1)
+        if sealed:
+            agent[METADATA] = document[METADATA]
         return AgentItem(item.tenant, agent)
     if isinstance(item, RunItem):
         run = validate_run(item.document, "run")
