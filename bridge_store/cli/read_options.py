@@ -46,7 +46,8 @@ def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
 
 def direct_tenant(args: argparse.Namespace) -> str:
     try:
-        return check_tenant(args.tenant or DEFAULT_TENANT)
+        # An empty --tenant is refused, not taken for the default tenant.
+        return check_tenant(DEFAULT_TENANT if args.tenant is None else args.tenant)
     except ValueError as error:
         raise ConfigurationError(f"--tenant: {error}") from None
 
