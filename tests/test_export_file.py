@@ -4,6 +4,7 @@ file exists, and says when one holds agents' keys in the clear (issue 21: archiv
 
 from __future__ import annotations
 
+import gzip
 import os
 import stat
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ def _mode(path: Path) -> int:
 @pytest.mark.usefixtures("open_umask")
 def test_the_archive_is_0600_from_its_creation(source: list[str], tmp_path: Path) -> None:
     output = tmp_path / "backup.tar.gz"
-    output.write_bytes(b"an older backup")
+    output.write_bytes(gzip.compress(b"an older backup"))
     output.chmod(0o644)
     partial = output.with_name(output.name + ".partial")
     seen: list[int] = []
@@ -111,3 +112,21 @@ def test_a_refused_export_leaves_no_partial_archive(
     assert main(["export", *arguments, "--output", str(output)]) == 2
     assert "agent.updatedAt must be an integer" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["source.db"]
+
+
+def test_an_output_that_is_not_an_archive_is_not_replaced(
+    source: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --output naming the store's own SQLite file would have replaced it with the backup.
+    database = Path(source[1].removeprefix("sqlite:///"))
+    before = database.read_bytes()
+    assert main(["export", *source, "--output", str(database)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"bridge-store: --output {database} exists and is not an archive: export replaces "
+        "only an earlier archive; choose another name, or remove it first"
+    ]
+    assert database.read_bytes() == before
+    # An earlier archive is replaced, as a backup run again expects.
+    archive = tmp_path / "backup.tar.gz"
+    assert main(["export", *source, "--output", str(archive)]) == 0
+    assert main(["export", *source, "--output", str(archive)]) == 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bridge_store.errors import ConfigurationError
 from bridge_store.stores import Stores
 from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
 from bridge_store.wire import jsontext
@@ -50,6 +51,8 @@ from .walk import agent_items, every_agent, tenants_of
 
 #: gzip level: 6 compresses JSON nearly as well as 9 at about twice the speed.
 COMPRESSLEVEL = 6
+#: How every gzip file, so every archive, starts.
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass
@@ -85,6 +88,7 @@ async def export_history(
     """Write the tenants' history (default: all) to ``output``, readable by its owner
     only (0600, from its creation)."""
     tally = tally if tally is not None else Tally()
+    _check_replaceable(output)
     partial = output.with_name(output.name + ".partial")
     chosen = await tenants_of(stores, tenants)
     censuses: dict[str, Census] = {tenant: Census() for tenant in chosen}
@@ -135,6 +139,21 @@ async def export_history(
         partial.unlink(missing_ok=True)  # nothing half-written is left behind
         raise
     return Exported(manifest, plaintext_keys)
+
+
+def _check_replaceable(output: Path) -> None:
+    """Refuse to replace a file that is not an archive: ``--output`` naming the store's
+    own SQLite file (or any other file) by mistake would replace it with the backup."""
+    try:
+        with output.open("rb") as existing:
+            start = existing.read(len(_GZIP_MAGIC))
+    except (FileNotFoundError, IsADirectoryError):
+        return  # nothing there; a directory is refused when the archive is written
+    if start and start != _GZIP_MAGIC:
+        raise ConfigurationError(
+            f"--output {output} exists and is not an archive: export replaces only an "
+            "earlier archive; choose another name, or remove it first"
+        )
 
 
 def _private_tar(stack: contextlib.ExitStack, path: Path) -> tarfile.TarFile:
