@@ -8,9 +8,11 @@ tarfile would read whole or keep is bounded first:
   :data:`MAX_EXTENDED_HEADER_BYTES` before tarfile reads them, and sparse members
   (whose maps tarfile reads whole) are refused;
 - tarfile's list of the members seen is emptied as it goes;
-- a member is a regular file with one of the names :mod:`.archive` lists, each name
-  once, in the order export writes them (header, blobs, manifest, runs, events,
-  agents), never a link, a device or a directory;
+- a member is a regular file with one of the names :mod:`.archive` lists, in the
+  order export writes them (header, blobs, manifest, runs, events, agents), never a
+  link, a device or a directory; nothing is kept per blob member (a blob listed twice
+  is caught by the manifest's counts, or imported as the first, the second compared
+  with it), so a tar of millions of tiny members costs no memory;
 - a blob's size is checked against the request limit before its bytes are read; its
   bytes are hashed in chunks (and kept, up to that limit, only when asked);
 - the manifest is at most :data:`MAX_MANIFEST_BYTES`; a JSON-lines member must have
@@ -136,7 +138,6 @@ class _Reader:
         self._manifest: Manifest | None = None
         #: The JSON-lines members still to come, in order.
         self._lines_to_come = [name for name, _, _ in LINE_MEMBERS]
-        self._blobs_seen: set[str] = set()
 
     def _members(self) -> Iterator[tuple[tarfile.TarInfo, IO[bytes]]]:
         while (member := self._tar.next()) is not None:
@@ -191,9 +192,6 @@ class _Reader:
     def _blob(self, member: tarfile.TarInfo, data: IO[bytes]) -> BlobRecord:
         name = member.name
         tenant, agent_id, blob_id = blob_of_member(name)
-        if name in self._blobs_seen:
-            raise ArchiveError(f"member {shown(name)} appears twice")
-        self._blobs_seen.add(name)
         if member.size > self._limit:
             raise ArchiveError(
                 f"checkpoint blob {shown(blob_id)} of agent {shown(agent_id)} of tenant "

@@ -35,6 +35,9 @@ from .sink import StoreSink
 from .tally import Tally
 from .verify import Census
 
+#: The most tenants an archive's blobs may be of: what is counted before the manifest
+#: says which tenants there are stays small whatever the archive holds.
+MAX_TENANTS = 100_000
 #: The substore and the document's key of each JSON-lines member.
 _LINE_KINDS: dict[str, tuple[SubstoreName, str]] = {
     name: (substore, key) for name, substore, key in LINE_MEMBERS
@@ -63,7 +66,11 @@ class _Check:
         if isinstance(record, Manifest):
             self.manifest = record
         elif isinstance(record, BlobRecord):
-            self.counts[(record.tenant, "checkpoints")] += 1
+            key: tuple[str, SubstoreName] = (record.tenant, "checkpoints")
+            if key not in self.counts and len(self.counts) >= MAX_TENANTS:
+                # The manifest (which lists the tenants) comes after the blobs.
+                raise ArchiveError(f"the archive's blobs are of over {MAX_TENANTS} tenants")
+            self.counts[key] += 1
         else:
             self._member(record)
 
