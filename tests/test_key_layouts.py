@@ -236,3 +236,20 @@ async def test_s3_a_hostile_tenant_name_writes_no_key_another_tenant_reads(
         assert set(await checkpoints.tenants()) == {"team-a/ckpt/blob/61"}
     finally:
         await opened.close()
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_sql_and_memory_keep_a_hostile_tenant_apart(
+    kind: str, tmp_path: Any, request: pytest.FixtureRequest
+) -> None:
+    """SQL stores the tenant as a bound column value, the memory backend as a dict key:
+    any two names are two tenants, with nothing to escape."""
+    if kind == "memory":
+        url = "memory://"
+    elif kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        url = request.getfixturevalue("make_postgres_url")()
+    await _hostile_blob_is_not_team_as(url, "Q}:blob:X")
