@@ -366,6 +366,9 @@ HOSTILE: dict[str, Hostile] = {
         "the 99-byte request limit",
         import_flags=["--max-request-bytes", "99"],
     ),
+    "a request limit that is not positive": Hostile(
+        "--max-request-bytes must be positive, not 0", import_flags=["--max-request-bytes", "0"]
+    ),
     "gzip bomb": Hostile(
         "is 268435456 bytes, over the 134217728-byte request limit",
         big={"checkpoints/default/61/62": 1 << 28},

@@ -5,6 +5,7 @@ no agent shown half-imported; fixed, a rerun finishes (issue 21)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import sqlite3
@@ -260,3 +261,22 @@ def test_a_hostile_jsonl_bridge_store_is_one_line_and_exit_2(
     target = ["--store", f"sqlite:///{tmp_path / 'target.db'}"]
     _one_line_exit_2(["import-local", *target, "--jsonl", str(root)], capsys, message)
     _no_agent(target)
+
+
+def test_a_blob_over_the_request_limit_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "jsonl"
+    root.mkdir()
+    (root / "agents.ndjson").write_bytes(_line(JSONL_AGENT))
+    blob = {
+        "agentId": "agent-1",
+        "blobId": "b",
+        "dataBase64": base64.b64encode(b"x" * 100).decode(),
+    }
+    (root / "checkpoints.ndjson").write_bytes(_line(blob))
+    target = ["--store", f"sqlite:///{tmp_path / 'target.db'}"]
+    arguments = ["import-local", *target, "--jsonl", str(root), "--max-request-bytes", "99"]
+    _one_line_exit_2(arguments, capsys, "100 bytes, over the 99-byte request limit")
+    _no_agent(target)
+    assert main([*arguments[:-1], "100"]) == 0

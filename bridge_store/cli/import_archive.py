@@ -68,6 +68,8 @@ async def _import(args: argparse.Namespace) -> int:
     from ..lifecycle.verify import census, compare
 
     limit = args.max_request_bytes
+    if limit < 1:
+        raise ConfigurationError(f"--max-request-bytes must be positive, not {limit}")
     try:
         manifest = await asyncio.to_thread(check_archive, args.input, limit=limit)
     except ArchiveError as error:

@@ -199,15 +199,17 @@ class _Reader:
                 "limit (--max-request-bytes: no bridge could have stored it through a "
                 "server with it)"
             )
-        digest = hashlib.sha256()
-        kept: list[bytes] = []
-        while chunk := data.read(CHUNK):
-            digest.update(chunk)
-            if self._keep_blobs:
-                kept.append(chunk)
+        blob = None
+        if self._keep_blobs:
+            # Read whole (at most the limit) and hashed as it is: one copy, not two.
+            blob = data.read()
+            digest = hashlib.sha256(blob)
+        else:
+            digest = hashlib.sha256()
+            while chunk := data.read(CHUNK):
+                digest.update(chunk)
         if member.pax_headers.get(SHA256_HEADER) != digest.hexdigest():
             raise ArchiveError(f"member {shown(name)} is damaged (its SHA-256 differs)")
-        blob = b"".join(kept) if self._keep_blobs else None
         return BlobRecord(tenant, agent_id, blob_id, member.size, blob)
 
     def _lines(self, member: tarfile.TarInfo, data: IO[bytes]) -> LinesMember:

@@ -14,8 +14,9 @@ source's events from there on. The held prefix is spilled to a temporary file, s
 long log costs no memory.
 
 Every item passes :func:`~.checks.checked` first (the checks a CallStore call gets),
-and a blob over the request limit is refused: an invalid item stops the command with
-one line, never reaches the store.
+and a blob over ``max_blob_bytes`` (the request limit, for items that come from
+outside a store) is refused: an invalid item stops the command with one line, never
+reaches the store.
 
 An item written ``again`` (a copy walking an agent a second time because it changed
 meanwhile) was written by this sink before: what differs is the sink's own earlier
@@ -35,7 +36,7 @@ from bridge_store.substores import SubstoreName
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 
-from .checks import DEFAULT_MAX_BLOB_BYTES, check_blob_size, checked
+from .checks import check_blob_size, checked
 from .items import AgentItem, BlobItem, EventsItem, Item, RunItem, canonical
 from .tally import Outcome, Tally
 
@@ -52,7 +53,7 @@ class StoreSink:
         *,
         overwrite: bool,
         tally: Tally | None = None,
-        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        max_blob_bytes: int | None = None,
     ) -> None:
         self._stores = stores
         self._overwrite = overwrite
@@ -196,7 +197,8 @@ class StoreSink:
         if data is None:
             self._count("checkpoints", Outcome.VANISHED, 0, again)
             return False
-        check_blob_size(item, len(data), self._max_blob_bytes)
+        if self._max_blob_bytes is not None:
+            check_blob_size(item, len(data), self._max_blob_bytes)
         held = await checkpoints.get(tenant, item.agent_id, item.blob_id)
         if held is None:
             try:
