@@ -22,7 +22,7 @@ from tests.support.archives import (
     read_members,
     without,
 )
-from tests.support.lifecycle import on_stores, seed
+from tests.support.lifecycle import on_stores, seed, snapshot
 from tests.test_copy import routes, sqlite_arguments
 
 BLOB = "checkpoints/default/6167656e742d31/626c6f622d30"  # agent-1, blob-0
@@ -417,3 +417,28 @@ def test_the_good_archive_imports(
     store = ["--store", f"sqlite:///{tmp_path / 'target.db'}"]
     assert main(["import", *store, "--input", str(path), "--verify"]) == 0
     assert "verified" in capsys.readouterr().out
+
+
+def test_an_item_the_store_refuses_stops_the_import_in_one_line(
+    good_members: Members, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two events of one run with one idempotency key pass the first pass (keys are
+    not kept per run: a run may have millions of events) and are refused by the store:
+    one line and exit 2, not "run it again"; no agent of the run is written."""
+
+    def one_key(lines: list[bytes]) -> list[bytes]:
+        first, second = (json.loads(line) for line in lines[:2])
+        first["event"]["idempotencyKey"] = second["event"]["idempotencyKey"] = "same"
+        return [json.dumps(first).encode() + b"\n", json.dumps(second).encode() + b"\n", *lines[2:]]
+
+    path = tmp_path / "keys.tar.gz"
+    Hostile("", lambda ms: edit_lines(ms, "runEvents.jsonl", one_key)).write(good_members, path)
+    target = tmp_path / "target.db"
+    store = ["--store", f"sqlite:///{target}"]
+    assert main(["import", *store, "--input", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "bridge-store: import stopped: restore: two of run run-1-0's events have one "
+        "idempotency key"
+    ]
+    held = on_stores(routes(store), lambda stores: snapshot(stores, ("default", "team-b")))
+    assert not [key for key in held if "/agent/" in key]

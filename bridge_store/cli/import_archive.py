@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from ..config import DEFAULT_MAX_REQUEST_BYTES
-from ..errors import ConfigurationError, ConnectError
+from ..errors import Code, ConfigurationError, ConnectError
 from .transfer import (
     EXIT_DIFFERENT,
     add_store_argument,
@@ -96,7 +96,11 @@ async def _import(args: argparse.Namespace) -> int:
             expected = census_of(manifest, args.tenant)
             held = await census(stores, args.tenant or sorted(manifest.tenants))
         except ConnectError as error:
-            raise stopped("import", error) from error
+            if error.code == Code.UNAVAILABLE:
+                raise stopped("import", error) from error
+            # The store refused an item (two events of a run with one idempotency key,
+            # say): not an outage, so not "run it again".
+            raise ConfigurationError(f"import stopped: {error.message}") from None
         except ArchiveError as error:
             raise ConfigurationError(str(error)) from None
     comparison = compare(expected, held)
