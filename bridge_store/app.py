@@ -14,14 +14,14 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import ServerConfig
-from .connect import CALL_STORE_PATH, CallStoreEndpoint
+from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .ops.availability import BACKEND_FAILURES, BackendAvailability
 from .ops.metrics import BackendView, Metrics, MetricsEndpoint
 from .ops.observe import CallObserver
-from .ops.readiness import READY_PATH, ServedBackend, readiness_report
+from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
 from .plugins import get_plugin_manager
 from .security.auth import Principal
 from .security.sealed_stores import seal_stores
@@ -180,13 +180,14 @@ def create_app(
 
     async def readyz(request: Request) -> JSONResponse:
         # For orchestrators, without auth: probes every backend, so each poll costs a
-        # round trip to each.
+        # round trip to each. Only an admin sees which hosts and databases they are.
         if not serving:
             return JSONResponse({"status": "starting", "backends": []}, status_code=503)
         # Bounded like any wait on a backend: a partitioned one is unready within
         # --backend-timeout, before the orchestrator's own probe timeout gives up.
         ready, entries = await readiness_report(served, config.backend_timeout)
-        body = {"status": "ready" if ready else "unready", "backends": entries}
+        caller = bearer_principal(request.headers.get("authorization"), tokens)
+        body = readiness_answer(ready, entries, caller)
         return JSONResponse(body, status_code=200 if ready else 503)
 
     # One registry for every route, so a reload of the tokens file reaches them all.

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from ..errors import ConfigurationError
 from ..plugins import get_plugin_manager
-from ..security.encryption import KEY_FILE_ENV, Keyring, load_keyring, new_key_line
+from ..security.encryption import (
+    KEY_FILE_ENV,
+    Keyring,
+    load_keyring,
+    new_key_line,
+    read_key_file_text,
+)
 from ..security.rotation import rotate
 from ..security.tokens import write_private
 from ..stores import resolve
@@ -68,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _generate(path: Path) -> int:
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    existing = read_key_file_text(path) if path.exists() else ""
     if existing:
         load_keyring(path)  # refuse to add to a file that does not parse
     line = new_key_line()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import os
 import signal
@@ -229,6 +230,7 @@ def _serve_on(
     import uvicorn
 
     from ..app import create_app
+    from ..wire.hsts import StrictTransportSecurity
     from ..wire.http_guard import guarded_protocol
     from .serving import UVICORN_SETTINGS, run_announcing
 
@@ -255,7 +257,7 @@ def _serve_on(
     if generated_token_file is not None:
         ready["authTokenFile"] = str(generated_token_file)
     server_config = uvicorn.Config(
-        app,
+        StrictTransportSecurity(app) if tls else app,
         # Logging is configured above; uvicorn only sets its loggers' levels.
         log_config=None,
         log_level=args.log_level,
@@ -263,11 +265,23 @@ def _serve_on(
         **{**UVICORN_SETTINGS, "http": guarded_protocol(limits)},
         **tls,
     )
-    if registry.path is not None:
-        # Runs on the main thread between two steps of the event loop: the registry
-        # swaps its entries in one assignment, so no call sees half a reload.
-        signal.signal(signal.SIGHUP, lambda signum, frame: registry.reload())
-    return run_announcing(server_config, ready, listener, before=app.open_stores)
+    if registry.path is None:
+        return run_announcing(server_config, ready, listener, before=app.open_stores)
+
+    async def follow_tokens_then_open_stores() -> None:
+        # From here SIGHUP is a callback of the loop that asks the registry's reload
+        # task for a reload; it never reads the file itself (see TokenRegistry).
+        registry.follow_on(asyncio.get_running_loop(), signal.SIGHUP)
+        await app.open_stores()
+
+    # Until the loop runs, a SIGHUP is remembered and served once it does.
+    signal.signal(signal.SIGHUP, lambda signum, frame: registry.request_reload())
+    try:
+        return run_announcing(server_config, ready, listener, before=follow_tokens_then_open_stores)
+    finally:
+        # The closed loop put back the default action, which would kill a stopped
+        # server that one more SIGHUP reaches while it exits.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _token_registry(

@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "revoke":
         revoke_token(path, args.name)
     else:
+        entries = load_entries(path)  # a file that cannot be read prints no header
         print(f"{'NAME':<24} {'TENANT':<24} {'SCOPE':<6} SHA256")
-        for entry in load_entries(path):
+        for entry in entries:
             digest = entry.sha256.hex()[:SHOWN_DIGEST_DIGITS]
             print(f"{entry.name:<24} {entry.tenant:<24} {entry.scope.value:<6} {digest}...")
     return 0

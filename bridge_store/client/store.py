@@ -20,6 +20,7 @@ from typing import TextIO
 from ..config import READY_PREFIX
 from ..errors import EXIT_UNREACHABLE, ConfigurationError
 from ..security.tokens import TOKEN_ENV, new_token
+from ..urls import redact
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
 from .trust import tls_context
 
@@ -155,7 +156,9 @@ def check_store(
     problem with the bridge. ``ca_file`` (PEM) is trusted besides the system's CAs.
     """
     if not url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"the store URL must start with http:// or https://, not {url!r}")
+        raise ConfigurationError(
+            f"the store URL must start with http:// or https://, not {redact(url)!r}"
+        )
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
         with_slash(url) + _CALL_STORE_PATH,
         data=json.dumps(
@@ -178,28 +181,28 @@ def check_store(
     except urllib.error.HTTPError as error:
         if error.code == 401:
             raise ConfigurationError(
-                f"the store at {url} rejected the auth token (401 unauthenticated); "
+                f"the store at {redact(url)} rejected the auth token (401 unauthenticated); "
                 f"give the token the store was started with"
             ) from None
         detail = error.read(500).decode("utf-8", "replace").strip()
         raise ConfigurationError(
-            f"the store at {url} answered a CallStore call with HTTP {error.code}"
+            f"the store at {redact(url)} answered a CallStore call with HTTP {error.code}"
             + (f": {detail}" if detail else "")
         ) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         if isinstance(reason, ssl.SSLCertVerificationError):
             raise ConfigurationError(
-                f"the store at {url} has a TLS certificate this machine does not trust "
+                f"the store at {redact(url)} has a TLS certificate this machine does not trust "
                 f"({reason.verify_message}); give the CA that signed it (--store-ca-file)"
             ) from None
-        raise ConfigurationError(f"cannot reach the store at {url}: {reason}") from None
+        raise ConfigurationError(f"cannot reach the store at {redact(url)}: {reason}") from None
     try:
         answer = json.loads(body)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        raise ConfigurationError(f"{url} does not answer like a CallStore server")
+        raise ConfigurationError(f"{redact(url)} does not answer like a CallStore server")
 
 
 def with_slash(url: str) -> str:

@@ -26,6 +26,7 @@ from ..errors import Code, ConnectError, unavailable
 from ..security.auth import Principal
 from ..stores import Stores
 from ..types import Document
+from ..urls import redact
 
 #: (substore, method, input) -> output: one CallStore call.
 CallStoreFn = Callable[[str, str, Document], Awaitable[Document | None]]
@@ -185,9 +186,11 @@ class RemoteCallStore:
             raise _connect_error(error) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
-            raise unavailable(f"cannot reach the store at {self.url}: {reason}") from None
+            raise unavailable(f"cannot reach the store at {redact(self.url)}: {reason}") from None
         except ValueError:
-            raise unavailable(f"{self.url} does not answer like a CallStore server") from None
+            raise unavailable(
+                f"{redact(self.url)} does not answer like a CallStore server"
+            ) from None
         output = body.get("output") if isinstance(body, dict) else None
         return output if isinstance(output, dict) else None
 

@@ -230,7 +230,7 @@ class Viewer(Generic[Principal]):
             return PlainTextResponse("this form is out of date; reload the page", status_code=403)
         base = _base(request)
         response = RedirectResponse(f"{base}/sign-in", status_code=303)
-        self.sessions.sign_out(response, path=base or "/", secure=_secure(request))
+        self.sessions.sign_out(request, response, path=base or "/", secure=_secure(request))
         return response
 
 
