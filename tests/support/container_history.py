@@ -49,8 +49,9 @@ def life_cycle(url: str, token: str, workspace: Path, cursor_api: CursorApiStub)
     store = StoreHttpClient(url, token)
     try:
         with (
-            launch_bridge(url, token, workspace=workspace, env=bridge_env(workspace, cursor_api))
-            as bridge,
+            launch_bridge(
+                url, token, workspace=workspace, env=bridge_env(workspace, cursor_api)
+            ) as bridge,
             bridge.client() as client,
         ):
             first = client.agents.create(options, name="first")
@@ -64,8 +65,9 @@ def life_cycle(url: str, token: str, workspace: Path, cursor_api: CursorApiStub)
             assert result.status == "error"
             assert RUN_PATH in cursor_api.paths()
             wait_until(
-                lambda: store.call("agents", "get", {"agentId": first.agent_id})["activeRunId"]
-                is None,
+                lambda: (
+                    store.call("agents", "get", {"agentId": first.agent_id})["activeRunId"] is None
+                ),
                 "the run is stored as ended",
             )
             run = store.call("runs", "get", {"agentId": first.agent_id, "runId": result.id})
@@ -83,8 +85,9 @@ def life_cycle(url: str, token: str, workspace: Path, cursor_api: CursorApiStub)
             client.agents.unarchive(second.agent_id)
             assert second.send("hello").wait().status == "error"
             wait_until(
-                lambda: store.call("agents", "get", {"agentId": second.agent_id})["activeRunId"]
-                is None,
+                lambda: (
+                    store.call("agents", "get", {"agentId": second.agent_id})["activeRunId"] is None
+                ),
                 "the second agent's run is stored as ended",
             )
 
@@ -107,8 +110,9 @@ def assert_history_served(
     try:
         assert history(store) == before
         with (
-            launch_bridge(url, token, workspace=workspace, env=bridge_env(workspace, cursor_api))
-            as bridge,
+            launch_bridge(
+                url, token, workspace=workspace, env=bridge_env(workspace, cursor_api)
+            ) as bridge,
             bridge.client() as client,
         ):
             listed = [agent.agent_id for agent in client.agents.list().auto_paging_iter()]

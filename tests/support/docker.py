@@ -147,7 +147,17 @@ class Container:
 def run_container(image: str, *args: str, options: tuple[str, ...] = ()) -> Container:
     """``docker run --detach`` with this session's label and a unique name."""
     name = f"bridge-store-test-{SESSION}-{uuid.uuid4().hex[:6]}"
-    docker("run", "--detach", "--name", name, "--label", f"{TEST_LABEL}={SESSION}", *options, image, *args)
+    docker(
+        "run",
+        "--detach",
+        "--name",
+        name,
+        "--label",
+        f"{TEST_LABEL}={SESSION}",
+        *options,
+        image,
+        *args,
+    )
     return Container(name)
 
 
