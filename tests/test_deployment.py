@@ -1,7 +1,7 @@
 """docker-compose.yml and the Dockerfile stay in step with the CLI and the package.
 
-No Docker engine runs here, so both are checked as data: every command of the
-project's image parses with the real CLI parser, every BRIDGE_STORE_* variable is
+Both are checked here as data (tests/test_container.py and tests/test_compose.py run
+them on the engine): every command of the project's image parses with the real CLI parser, every BRIDGE_STORE_* variable is
 one the CLI reads and names in its help, store URLs resolve to installed backends,
 the services' dependencies, health checks and ports fit together, images are pinned,
 and the health checks, run against real servers, pass only when serve is ready.
@@ -233,6 +233,21 @@ def test_compose_images_are_pinned_to_versions() -> None:
     for name, image in images.items():
         _, _, tag = image.rpartition(":")
         assert VERSION_TAG.fullmatch(tag), f"{name}: {image} is not pinned to a version"
+
+
+def test_the_projects_services_share_the_image_the_kubernetes_manifests_name() -> None:
+    version = PYPROJECT["project"]["version"]
+    for name, service in own_image_services().items():
+        assert service["image"] == f"bridge-store:{version}", name
+
+
+def test_postgres_is_healthy_only_once_it_answers_over_tcp() -> None:
+    # On its first start the image makes the database with a server listening on its
+    # socket only (seen answering pg_isready there while TCP was refused); the jobs
+    # and servers that wait for health connect over TCP.
+    test = SERVICES["postgres"]["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "pg_isready"]
+    assert test[test.index("-h") + 1] == "127.0.0.1"
 
 
 def test_compose_store_servers_are_healthy_when_ready(targets: ProbeTargets) -> None:
