@@ -11,6 +11,7 @@ is one, else Debian's ``docker-compose``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ import yaml
 
 from bench.services import free_port
 from tests.support.docker import DockerError, docker
-from tests.support.dockerfile import ROOT
+from tests.support.dockerfile import ROOT, Dockerfile
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 #: Where the file's services listen inside their own networks.
@@ -128,7 +129,8 @@ def host_network_override(image: str, workspaces: Path) -> tuple[dict[str, Any],
             bridge[at] = bridge[at].replace(f":{STORE_PORT}/", f":{ports[store]}/")
             workspace = workspaces / name
             workspace.mkdir(parents=True)
-            workspace.chmod(0o777)
+            # As the file's comment has users do: the bridges' user owns it.
+            os.chown(workspace, Dockerfile.read().uid, Dockerfile.read().uid)
             override[name] |= {
                 "command": bridge,
                 "healthcheck": {
