@@ -1,11 +1,12 @@
 """docker-compose.yml and the Dockerfile stay in step with the CLI and the package.
 
 Both are checked here as data (tests/test_container.py and tests/test_compose.py run
-them on the engine): every command of the project's image parses with the real CLI parser, every BRIDGE_STORE_* variable is
-one the CLI reads and names in its help, store URLs resolve to installed backends,
-the services' dependencies, health checks and ports fit together, images are pinned,
-and the health checks, run against real servers, pass only when serve is ready.
-deploy/kubernetes is checked the same way by tests/test_kubernetes.py.
+them on the engine): every command of the project's image parses with the real CLI
+parser, every BRIDGE_STORE_* variable is one the CLI reads and names in its help,
+store URLs resolve to installed backends, the services' dependencies, health checks
+and ports fit together, images are pinned, and the health checks, run against real
+servers, pass only when serve is ready. deploy/kubernetes is checked the same way by
+tests/test_kubernetes.py.
 """
 
 from __future__ import annotations
