@@ -50,11 +50,7 @@ def test_compose_up_serves_the_real_bridge_on_every_backend_and_down_leaves_noth
     token = compose.environment["BRIDGE_STORE_AUTH_TOKEN"]
     try:
         # Dependencies wait for health or completion, as the file says.
-        try:
-            compose.run("up", "--detach", "--no-build")
-        except DockerError as error:
-            error.add_note(compose.run("logs", "--no-color", "--tail", "20"))
-            raise
+        compose.run("up", "--detach", "--no-build")
         jobs = {"migrate", "create-bucket"}
         for name in jobs:
             state = inspect("container", compose.container_of(name))["State"]
@@ -119,6 +115,14 @@ def test_compose_up_serves_the_real_bridge_on_every_backend_and_down_leaves_noth
 
         compose.run("down", "--volumes", "--timeout", GRACE_SECONDS)
         assert compose.leftovers() == {"containers": [], "volumes": [], "networks": []}
+    except Exception as error:
+        # What each service said last: a failure here is read from CI's log alone.
+        try:
+            error.add_note(compose.run("logs", "--no-color", "--tail", "20"))
+        except DockerError as logs_failed:
+            error.add_note(str(logs_failed))
+        error.add_note(f"ports: {ports}")
+        raise
     finally:
         if any(compose.leftovers().values()):
             compose.run("down", "--volumes", "--timeout", "5")
