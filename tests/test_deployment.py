@@ -19,7 +19,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import yaml
@@ -240,6 +240,29 @@ def test_the_projects_services_share_the_image_the_kubernetes_manifests_name() -
     version = PYPROJECT["project"]["version"]
     for name, service in own_image_services().items():
         assert service["image"] == f"bridge-store:{version}", name
+
+
+def test_the_migrate_job_waits_until_every_backend_it_upgrades_is_there() -> None:
+    # `db upgrade` opens every route, the bucket included: run before the create-bucket
+    # job it exited 2 ("bucket 'agent-checkpoints' does not exist") and nothing started.
+    routes = routes_from(parse("migrate"), SERVICES["migrate"]["environment"])
+    hosts = {
+        urlsplit(routes.agents).hostname,
+        urlsplit(routes.run_events).hostname,
+        urlsplit(dict(parse_qsl(urlsplit(routes.checkpoints).query))["endpoint_url"]).hostname,
+    }
+    assert hosts == {"postgres", "redis", "minio"}
+    depends = SERVICES["migrate"]["depends_on"]
+    for host in hosts:
+        ready = depends.get(host, {}).get("condition") == "service_healthy"
+        # Or a job that waited for it and made what the upgrade needs (the bucket).
+        prepared = [
+            job
+            for job, condition in depends.items()
+            if condition["condition"] == "service_completed_successfully"
+            and host in SERVICES[job].get("depends_on", {})
+        ]
+        assert ready or prepared, host
 
 
 def test_postgres_is_healthy_only_once_it_answers_over_tcp() -> None:
