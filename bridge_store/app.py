@@ -14,20 +14,23 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import ServerConfig
-from .connect import CALL_STORE_PATH, CallStoreEndpoint
+from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
+from .front_page import front_page
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .ops.availability import BACKEND_FAILURES, BackendAvailability
 from .ops.metrics import BackendView, Metrics, MetricsEndpoint
 from .ops.observe import CallObserver
-from .ops.readiness import READY_PATH, ServedBackend, readiness_report
+from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
 from .plugins import get_plugin_manager
 from .security.auth import Principal
 from .security.sealed_stores import seal_stores
 from .stores import OpenStores, ResolvedStores, Stores, resolve
 from .types import Answer
 from .urls import redact
+from .viewer import UI_PATH
+from .viewer.welcome import BridgeHint, sole_holder
 
 if TYPE_CHECKING:
     from .ops.tracing import Tracing
@@ -180,13 +183,14 @@ def create_app(
 
     async def readyz(request: Request) -> JSONResponse:
         # For orchestrators, without auth: probes every backend, so each poll costs a
-        # round trip to each.
+        # round trip to each. Only an admin sees which hosts and databases they are.
         if not serving:
             return JSONResponse({"status": "starting", "backends": []}, status_code=503)
         # Bounded like any wait on a backend: a partitioned one is unready within
         # --backend-timeout, before the orchestrator's own probe timeout gives up.
         ready, entries = await readiness_report(served, config.backend_timeout)
-        body = {"status": "ready" if ready else "unready", "backends": entries}
+        caller = bearer_principal(request.headers.get("authorization"), tokens)
+        body = readiness_answer(ready, entries, caller)
         return JSONResponse(body, status_code=200 if ready else 503)
 
     # One registry for every route, so a reload of the tokens file reaches them all.
@@ -214,7 +218,6 @@ def create_app(
             Route(METRICS_PATH, MetricsEndpoint(metrics.registry, metrics_tokens), methods=["GET"])
         )
     if config.ui:
-        from .viewer import UI_PATH
         from .viewer.app import create_viewer  # Jinja2 and the pages load only with it
 
         def stores() -> Stores:
@@ -226,7 +229,20 @@ def create_app(
             stores()  # unavailable until open
             return unwrapped[0]
 
-        routes.append(Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)))
+        shorthand = sole_holder(tokens)
+        hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)
+        viewer = create_viewer(stores, tokens, backend_stores, bridge_hint=hint)
+        routes.append(Mount(UI_PATH, viewer))
+    # What the ready line's URL opens in a browser: the viewer, or the paths served.
+    home = front_page(
+        viewer_path=UI_PATH if config.ui else None,
+        call_store_path=CALL_STORE_PATH,
+        health_path=HEALTH_PATH,
+        ready_path=READY_PATH,
+        metrics_path=METRICS_PATH if metrics is not None else None,
+        metrics_public=config.metrics_public,
+    )
+    routes.append(Route("/", home, methods=["GET"]))
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
     app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)

@@ -10,6 +10,7 @@ import pluggy
 from . import hookspecs
 from .errors import ConfigurationError
 from .substores import Backend, BackendOptions
+from .urls import redact
 
 ENTRY_POINT_GROUP = "bridge_store.backends"
 
@@ -42,7 +43,9 @@ def open_backend(
 ) -> Backend:
     """The backend the first plugin claiming ``url`` provides; ConfigurationError if none."""
     if not urlsplit(url).scheme:
-        raise ConfigurationError(f"store URL {url!r} has no scheme (e.g. sqlite:///agents.db)")
+        raise ConfigurationError(
+            f"store URL {redact(url)!r} has no scheme (e.g. sqlite:///agents.db)"
+        )
     backend: Backend | None = manager.hook.bridge_store_open_backend(
         url=url, options=options if options is not None else BackendOptions()
     )

@@ -111,7 +111,9 @@ class ResolvedStores:
 
 def _provided(substore: T | None, url: str, name: str) -> T:
     if substore is None:
-        raise ConfigurationError(f"the backend for {url} does not provide the {name} substore")
+        raise ConfigurationError(
+            f"the backend for {redact(url)} does not provide the {name} substore"
+        )
     return substore
 
 

@@ -378,8 +378,11 @@ def test_port_in_use_is_reported(tmp_path: Path) -> None:
 
 def test_db_upgrade_and_current_on_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
+    # db current only reads: on a file that does not exist it says so, creating nothing.
     before = run_cli("db", "current", "--store", url)
-    assert before.returncode == 0, before.stderr
+    assert before.returncode == 2
+    assert "no database at" in before.stderr
+    assert not (tmp_path / "store.db").exists()
     upgraded = run_cli("db", "upgrade", "--store", url)
     assert upgraded.returncode == 0, upgraded.stderr
     revision = upgraded.stdout.strip().rsplit(" ", 1)[-1]
@@ -391,6 +394,7 @@ def test_db_upgrade_and_current_on_sqlite(tmp_path: Path) -> None:
 
 def test_serve_with_no_migrate_does_not_create_the_schema(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "store.db").touch(mode=0o600)  # --no-migrate creates no file either
     with serve("--store", url, "--no-migrate"):
         pass
     assert run_cli("db", "current", "--store", url).stdout.strip() == f"{url}: (no schema)"
@@ -402,5 +406,5 @@ def test_redact_hides_passwords() -> None:
     assert redact("sqlite:///x.db") == "sqlite:///x.db"
     assert (
         redact("s3://b/p?access_key_id=AK&secret_access_key=SK&session_token=ST")
-        == "s3://b/p?access_key_id=AK&secret_access_key=***&session_token=***"
+        == "s3://b/p?access_key_id=***&secret_access_key=***&session_token=***"
     )

@@ -51,6 +51,7 @@ def log_lines(server: ServerProcess) -> list[str]:
 def json_server(tmp_path: Path) -> Iterator[ServerProcess]:
     # No schema: the SQL backend warns at start, and calls answer `unavailable`.
     store = f"sqlite:///{tmp_path / 'empty.db'}"
+    (tmp_path / "empty.db").touch(mode=0o600)  # --no-migrate creates no database
     with serve("--store", store, "--no-migrate", "--log-format", "json", "--access-log") as server:
         yield server
 

@@ -149,8 +149,9 @@ def test_metrics_need_the_token_unless_public() -> None:
         assert "bridge_store_calls_total" in {name for (name, _) in scrape(base_url, {})}
 
 
-def test_with_named_tokens_only_an_admin_token_reads_metrics() -> None:
-    # Metrics cover every tenant: a write or read token of one tenant is refused.
+def test_metrics_with_a_valid_non_admin_token_is_403_naming_the_admin_scope() -> None:
+    # Metrics cover every tenant: a write or read token of one tenant is refused, and
+    # told why (it was 401 "missing or invalid bearer token", as if it were unknown).
     entries = [
         TokenEntry("ops", token_digest("ops-token-0123456789"), "ops", Scope.ADMIN),
         TokenEntry("alice", token_digest("alice-token-0123456789"), "team-a", Scope.WRITE),
@@ -161,7 +162,11 @@ def test_with_named_tokens_only_an_admin_token_reads_metrics() -> None:
         refused = httpx.get(
             base_url + METRICS_PATH, headers={"authorization": "Bearer alice-token-0123456789"}
         )
-        assert refused.status_code == 401
+        assert refused.status_code == 403
+        assert refused.text == "this token lacks the admin scope /metrics needs (it has write)\n"
+        unknown = httpx.get(base_url + METRICS_PATH, headers={"authorization": "Bearer nope"})
+        assert unknown.status_code == 401
+        assert unknown.text == "missing or invalid bearer token\n"
 
 
 def test_metrics_off_serves_no_endpoint() -> None:

@@ -9,6 +9,7 @@ the package index, to fill it with ``pip download``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from .support.cache import locked
 from .support.server import CALL_STORE_PATH
@@ -179,3 +183,103 @@ def test_wheel_serves_from_a_clean_venv(wheel: Path, tmp_path: Path) -> None:
         check=True,
     )
     assert "(no schema)" not in current.stdout
+
+
+#: The Pythons bridge-store supports; each is on the machine image (pyenv).
+SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
+
+
+def interpreter(minor: str) -> Path:
+    """The newest ``minor``.x Python on this machine: pyenv's, else ``pythonX.Y``."""
+    found: list[tuple[int, Path]] = []
+    for python in (Path.home() / ".pyenv" / "versions").glob(f"{minor}.*/bin/python"):
+        patch = re.fullmatch(rf"{re.escape(minor)}\.(\d+)", python.parent.parent.name)
+        if patch is not None:
+            found.append((int(patch.group(1)), python))
+    if found:
+        return max(found)[1]
+    on_path = shutil.which(f"python{minor}")
+    assert on_path is not None, f"no Python {minor} on this machine (pyenv or PATH)"
+    return Path(on_path)
+
+
+def extras_of(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = (n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(metadata).decode().splitlines()
+    return [line.removeprefix("Provides-Extra: ") for line in lines if "Provides-Extra:" in line]
+
+
+def extra_requirements(wheel: Path) -> list[Requirement]:
+    """Every requirement of the wheel that an extra brings."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = (n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(metadata).decode().splitlines()
+    return [
+        Requirement(line.removeprefix("Requires-Dist: "))
+        for line in lines
+        if line.startswith("Requires-Dist: ") and "extra ==" in line
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("minor", SUPPORTED_PYTHONS)
+def test_every_extra_resolves_with_the_pip_a_new_venv_ships(
+    wheel: Path, tmp_path: Path, minor: str
+) -> None:
+    """``pip install 'bridge-store[otel]'`` (and ``[all]``) on a stock venv's pip.
+
+    The pip Python 3.11's venv ships (23.2) stopped with ResolutionImpossible on the
+    open OpenTelemetry ranges. pip resolves every extra together here, as an install
+    does (``--dry-run``: the resolution is the test; installing adds minutes and
+    proves nothing more), from the index through pip's own cache.
+    """
+    python = interpreter(minor)
+    venv = tmp_path / "venv"
+    subprocess.run([str(python), "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    bundled = subprocess.run(
+        [str(python), "-m", "ensurepip", "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()[1]
+    shipped = subprocess.run([*pip, "--version"], capture_output=True, text=True, check=True)
+    assert shipped.stdout.split()[1] == bundled  # the venv's own pip, not upgraded
+    extras = extras_of(wheel)
+    assert {"otel", "all"} <= set(extras)
+    report = tmp_path / "report.json"
+    resolved = subprocess.run(
+        [
+            *pip,
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--report",
+            str(report),
+            f"{wheel}[{','.join(extras)}]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert resolved.returncode == 0, resolved.stderr[-3000:]
+    answer = json.loads(report.read_text())
+    chosen = {
+        canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+        for item in answer["install"]
+    }
+    environment = {**default_environment(), **answer["environment"]}
+    for requirement in extra_requirements(wheel):
+        extra_markers = [{**environment, "extra": extra} for extra in extras]
+        if requirement.marker is not None and not any(
+            requirement.marker.evaluate(markers) for markers in extra_markers
+        ):
+            continue
+        name = canonicalize_name(requirement.name)
+        if name == "bridge-store":
+            continue  # [all] names the other extras
+        assert name in chosen, (minor, requirement)
+        assert requirement.specifier.contains(chosen[name], prereleases=True), (
+            minor,
+            requirement,
+            chosen[name],
+        )

@@ -18,8 +18,9 @@ from bridge_store import hookimpl
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.errors import unavailable
-from bridge_store.ops.readiness import READY_PATH
+from bridge_store.ops.readiness import DETAIL_HINT, READY_PATH
 from bridge_store.plugins import get_plugin_manager
+from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
 from bridge_store_memory import MemoryBackend
 from tests.support.inprocess import running
@@ -111,8 +112,10 @@ def base_url(plugin: Plugin) -> Iterator[str]:
         yield url
 
 
-def readyz(base_url: str) -> tuple[int, dict[str, Any]]:
-    response = httpx.get(base_url.rstrip("/") + READY_PATH, timeout=30.0)
+def readyz(base_url: str, token: str | None = TOKEN) -> tuple[int, dict[str, Any]]:
+    """The status and body of /readyz; asked with an admin ``token``, the detailed one."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    response = httpx.get(base_url.rstrip("/") + READY_PATH, headers=headers, timeout=30.0)
     return response.status_code, response.json()
 
 
@@ -143,6 +146,64 @@ def test_ready_names_every_backend_with_its_substores_and_redacted_url(
     # Asked on every poll, not remembered.
     readyz(base_url)
     assert plugin.legacy.schema_questions >= 2
+
+
+def test_readyz_without_an_admin_token_says_only_ready_or_not_per_backend_kind(
+    plugin: Plugin,
+) -> None:
+    """Hosts, users, database names, prefixes and reasons are for admins only."""
+    routes = Routes(
+        agents="probed://dbuser:pw@db-host.internal:5432/bridge_db?prefix=team-secret",
+        runs="probed://dbuser:pw@db-host.internal:5432/bridge_db?prefix=team-secret",
+        run_events="legacy://",
+        checkpoints="memory://",
+    )
+    admin, reader = "admin-token-0123456789", "reader-token-0123456789"
+    tokens = TokenRegistry(
+        [
+            TokenEntry("ops", token_digest(admin), "default", Scope.ADMIN),
+            TokenEntry("bridge", token_digest(reader), "team-a", Scope.WRITE),
+        ]
+    )
+    app = create_app(
+        ServerConfig(routes=routes, tokens=tokens),
+        plugin_manager=get_plugin_manager(plugins=[plugin]),
+    )
+    plugin.probed.answer = "cannot reach db-host.internal:5432 as dbuser"
+    with running(app) as url:
+        for token in (None, reader, "not-a-token-at-all-xyz"):
+            status, body = readyz(url, token)
+            assert status == 503
+            assert body == {
+                "status": "unready",
+                "backends": [
+                    {"scheme": "probed", "ready": False},
+                    {"scheme": "legacy", "ready": True},
+                    {"scheme": "memory", "ready": True},
+                ],
+                "detail": DETAIL_HINT,
+            }
+            for detail in ("db-host", "dbuser", "bridge_db", "team-secret", "agents"):
+                assert detail not in str(body)
+        status, body = readyz(url, admin)
+        assert status == 503
+        assert (
+            body["backends"][0]["url"] == "probed://dbuser:***@db-host.internal:5432/bridge_db?***"
+        )
+        assert body["backends"][0]["reason"] == "cannot reach db-host.internal:5432 as dbuser"
+        plugin.probed.answer = None
+        assert readyz(url, None) == (
+            200,
+            {
+                "status": "ready",
+                "backends": [
+                    {"scheme": "probed", "ready": True},
+                    {"scheme": "legacy", "ready": True},
+                    {"scheme": "memory", "ready": True},
+                ],
+                "detail": DETAIL_HINT,
+            },
+        )
 
 
 def test_one_backend_not_ready_makes_the_store_unready(base_url: str, plugin: Plugin) -> None:
@@ -209,10 +270,11 @@ def test_schema_missing_is_unready_until_upgraded(
 ) -> None:
     if scheme == "sqlite":
         url = f"sqlite:///{tmp_path / 'empty.db'}"
+        (tmp_path / "empty.db").touch(mode=0o600)  # --no-migrate creates no database
     else:
         url = request.getfixturevalue("make_postgres_url")()
     with serve("--store", url, "--no-migrate") as server:
-        status, body = readyz(server.url)
+        status, body = readyz(server.url, server.token)
         assert status == 503
         (backend,) = body["backends"]
         assert backend["scheme"] == scheme
@@ -256,7 +318,7 @@ def test_postgres_outage_is_unready_and_recovery_ready_again(
         assert readyz(server.url)[0] == 200
 
         proxy.stop()
-        status, body = readyz(server.url)
+        status, body = readyz(server.url, server.token)
         assert status == 503
         (backend,) = body["backends"]
         assert backend["scheme"] == "postgresql"
@@ -294,7 +356,7 @@ def test_a_partitioned_backend_is_unready_within_the_backend_timeout(
             assert readyz(server.url)[0] == 200
             proxy.blackhole()
             started = time.monotonic()
-            status, body = readyz(server.url)
+            status, body = readyz(server.url, server.token)
             waited = time.monotonic() - started
             assert status == 503
             assert body["backends"][0]["ready"] is False

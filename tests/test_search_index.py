@@ -309,6 +309,7 @@ async def test_a_store_not_yet_upgraded_is_scanned(tmp_path: Path) -> None:
     """``bridge-store ui`` and the CLI read without migrating: a store at 0002 is
     searched by a scan, not through an index it does not have."""
     url = f"sqlite:///{tmp_path / 'old.db'}"
+    (tmp_path / "old.db").touch(mode=0o600)  # a start without migration creates none
     opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=False)
     backend = opened.backends[0]
     assert isinstance(backend, SqlBackend)

@@ -303,7 +303,14 @@ def test_s3(tmp_path: Path, s3_server: S3Server) -> None:
     prefix = f"secrets-{secrets.token_hex(4)}/"
     s3_server.handed_out.append((S3_BUCKET, prefix))
     secret_key = "s3-secret-" + secrets.token_hex(12)
-    url = s3_store_url(f"http://127.0.0.1:{proxy.port}", prefix, secret_access_key=secret_key)
+    # The access key id is not secret on its own, but half of a credential: never logged.
+    access_key = "AKIA" + secrets.token_hex(8).upper()
+    url = s3_store_url(
+        f"http://127.0.0.1:{proxy.port}",
+        prefix,
+        secret_access_key=secret_key,
+        access_key_id=access_key,
+    )
 
     def not_json() -> None:
         # An agent document that is not JSON (and holds the key): the decode fails.
@@ -320,7 +327,7 @@ def test_s3(tmp_path: Path, s3_server: S3Server) -> None:
                 url,
                 not_json,
                 (proxy.blackhole, proxy.heal),
-                secrets=[secret_key],
+                secrets=[secret_key, access_key],
                 untranslated_method="get",
             ),
             tmp_path,

@@ -93,6 +93,7 @@ def test_log_level_sets_what_the_server_says(
 ) -> None:
     # An unmigrated SQLite store served with --no-migrate: the backend warns at start.
     store = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "store.db").touch(mode=0o600)  # --no-migrate creates no database
     with serve_capturing("--log-level", level, "--no-migrate", "--store", store) as (url, out):
         assert call(url, "get", {"agentId": "a"}).status_code == 503
     # uvicorn's own lines, and a backend's, follow the level alike.

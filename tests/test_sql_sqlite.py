@@ -107,7 +107,9 @@ class TestSqliteChecks(SqlBackendChecks):
         return f"sqlite:///{tmp_path}/store.db"
 
     @pytest.fixture
-    def unmigrated_sql_url(self, sql_url: str) -> str:
+    def unmigrated_sql_url(self, sql_url: str, tmp_path: Path) -> str:
+        # An empty file: a start without migration creates no database.
+        (tmp_path / "store.db").touch(mode=0o600)
         return sql_url
 
 

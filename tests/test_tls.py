@@ -102,6 +102,27 @@ def test_serve_announces_https_and_answers_over_tls(tls_store: Sidecar, pki: Pki
         assert http.get(tls_store.url + "healthz").status_code == 200
 
 
+def test_under_tls_every_response_carries_hsts(tls_store: Sidecar, pki: Pki) -> None:
+    """CallStore (answered and refused), health, readiness, metrics, the viewer, a 404."""
+    with httpx.Client(verify=trusting(pki), timeout=30) as http:
+        responses = [
+            call(tls_store.url, tls_store.auth_token, trusting(pki)),
+            call(tls_store.url, "not-the-token-0123456789", trusting(pki)),
+            http.get(tls_store.url + "healthz"),
+            http.get(tls_store.url + "readyz"),
+            http.get(tls_store.url + "metrics"),
+            http.get(tls_store.url + "ui/"),
+            http.get(tls_store.url + "ui/sign-in"),
+            http.get(tls_store.url + "no-such-page"),
+        ]
+    assert [r.status_code for r in responses] == [200, 401, 200, 200, 401, 303, 200, 404]
+    for response in responses:
+        assert response.headers["strict-transport-security"] == "max-age=31536000"
+    # Plain HTTP: no such header (it would mean nothing to a browser there).
+    with start_serve(["--port", "0", "--store", "memory://"]) as plain:
+        assert "strict-transport-security" not in httpx.get(plain.url + "healthz").headers
+
+
 def test_clients_that_do_not_trust_the_ca_or_speak_plain_http_get_nothing(
     tls_store: Sidecar,
 ) -> None:

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from bridge_store.errors import ConfigurationError
 from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
+from bridge_store.urls import redact_nested
 
 _ADDRESSING_STYLES = ("auto", "path", "virtual")
 _TEXT_PARAMS = (
@@ -64,7 +65,8 @@ class S3Settings:
     def describe(self) -> str:
         """The store's location for messages: no credentials."""
         where = f"s3://{self.bucket}/{self.prefix}"
-        return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+        # An endpoint may carry credentials of its own (http://user:pw@minio:9000).
+        return f"{where} at {redact_nested(self.endpoint_url)}" if self.endpoint_url else where
 
 
 def parse_url(

@@ -39,6 +39,9 @@ class SqlBackend:
         than the first request. Without ``migrate`` an older schema is only logged: the
         ``db upgrade`` command starts the backend that way to upgrade it.
         """
+        if not migrate:
+            # A read (agents, transcript, export, copy --from...) never creates a store.
+            self.db.require_existing()
         await self.db.start()
         try:
             if migrate:

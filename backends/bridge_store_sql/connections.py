@@ -51,10 +51,22 @@ def prepare_sqlite_file(path: Path) -> None:
     database's own mode, so the three are the owner's alone when the file starts out
     so. An existing file's mode is the operator's to change, not the server's.
     """
+    for parent in (path.parent, *path.parent.parents):
+        # mkdir would call a file on the way "existing" (FileExistsError), and the
+        # open below would then fail with NotADirectoryError: name the culprit.
+        if parent.exists() and not parent.is_dir():
+            raise ConfigurationError(
+                f"cannot create the SQLite database {path}: {parent} is a file, not a "
+                "directory; choose another path (sqlite:///PATH)"
+            )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        if not path.is_file():
+            raise ConfigurationError(
+                f"the SQLite database {path} is not a file; choose another path (sqlite:///PATH)"
+            ) from None
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             logger.warning(

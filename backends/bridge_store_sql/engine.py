@@ -59,6 +59,12 @@ class Database(abc.ABC):
     async def start(self) -> None:
         """Create the engines (connections are made on first use)."""
 
+    def require_existing(self) -> None:
+        """For a start without migration (reading, serving ``--no-migrate``): a
+        database that does not exist is a ConfigurationError, and nothing is created.
+        A server's database always exists; a file's may not (SQLite overrides this)."""
+        return None  # a Postgres database is found (or not) by connecting to it
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Close every pooled connection."""

@@ -19,6 +19,7 @@ translates those for every dialect alike.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import await_only, greenlet_spawn
 
-from bridge_store.errors import ConfigurationError
+from bridge_store.errors import ConfigurationError, unavailable
 from bridge_store.substores import BackendOptions, PoolStats
 from bridge_store.urls import redact
 
@@ -139,7 +140,8 @@ class PostgresDatabase(Database):
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK_KEY)))
                 return work(conn)
 
-        return await self._attempts(unit, retry=False, what=what)
+        # No deadline: a migration may build indexes over every stored row.
+        return await self._attempts(unit, retry=False, what=what, deadline=False)
 
     async def inspect(self, work: Callable[[sa.Connection], T], *, what: str) -> T:
         def unit() -> T:
@@ -183,12 +185,47 @@ class PostgresDatabase(Database):
                 if error.connection_invalidated:
                     fairy.invalidate(error)
                 raise
+            except asyncio.CancelledError:
+                # The call's deadline, perhaps mid-statement: drop the socket first (a
+                # polite close would wait on a cut-off server), so the pool never hands
+                # out a connection with a statement still in flight.
+                if session.driver is not None:
+                    session.driver.terminate()
+                fairy.invalidate()
+                raise
             finally:
                 fairy.close()
 
         return await self._attempts(unit, retry=retry, what=what)
 
-    async def _attempts(self, unit: Callable[[], T], *, retry: bool, what: str) -> T:
+    async def _attempts(
+        self, unit: Callable[[], T], *, retry: bool, what: str, deadline: bool = True
+    ) -> T:
+        """Run ``unit`` (again once after a lost connection, if ``retry``).
+
+        The whole call, pool wait, connecting, statements and the retry together, ends
+        within the longest of the URL's three timeouts (each is ``--backend-timeout``
+        unless the URL sets it): a pre-ping that times out followed by a connect that
+        times out must not add up to twice the timeout.
+        """
+        if not deadline:
+            return await self._attempt(unit, retry=retry, what=what)
+        seconds = self.call_seconds
+        try:
+            async with asyncio.timeout(seconds):
+                return await self._attempt(unit, retry=retry, what=what)
+        except TimeoutError:
+            raise unavailable(
+                f"{what}: no answer from the database within {seconds:g} s (the backend timeout)"
+            ) from None
+
+    @property
+    def call_seconds(self) -> float:
+        """The longest one call may take, all its steps together."""
+        settings = self.settings
+        return max(settings.pool_timeout, settings.connect_timeout, settings.command_timeout)
+
+    async def _attempt(self, unit: Callable[[], T], *, retry: bool, what: str) -> T:
         pool = self._pool
         # Exact on the event loop: nothing else checks out between this test and the
         # unit's own checkout, which then waits (up to pool_timeout) for a return.

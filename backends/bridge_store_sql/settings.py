@@ -139,20 +139,22 @@ def parse_sqlite(url: str) -> SqliteSettings:
     parts = urlsplit(url)
     if parts.netloc:
         raise ConfigurationError(
-            f"{url}: a SQLite URL has no host; use sqlite:///relative.db or "
+            f"{redact(url)}: a SQLite URL has no host; use sqlite:///relative.db or "
             "sqlite:////absolute/path.db"
         )
     # urlsplit keeps the leading slash of the path: "/relative.db" or "//abs/path.db".
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     if path in ("", ":memory:"):
         raise ConfigurationError(
-            f"{url}: name a database file (sqlite:///agents.db); for a throwaway store "
+            f"{redact(url)}: name a database file (sqlite:///agents.db); for a throwaway store "
             "use memory://"
         )
-    params = _query(parts.query, url)
+    params = _query(parts.query, redact(url))
     for key in params:
         if key != "busy_timeout":
-            raise ConfigurationError(f"{url}: unknown parameter {key!r} (known: busy_timeout)")
+            raise ConfigurationError(
+                f"{redact(url)}: unknown parameter {key!r} (known: busy_timeout)"
+            )
     if "busy_timeout" in params:
         busy_timeout = _non_negative_int("busy_timeout", params["busy_timeout"])
         return SqliteSettings(path=Path(path), busy_timeout_ms=busy_timeout)

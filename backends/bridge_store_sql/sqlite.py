@@ -18,7 +18,7 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.pool import QueuePool
 
-from bridge_store.errors import unavailable
+from bridge_store.errors import ConfigurationError, unavailable
 from bridge_store.substores import PoolStats
 
 from . import connections, errors
@@ -107,6 +107,14 @@ class SqliteDatabase(Database):
             def on_begin(conn: sa.Connection) -> None:
                 # Migrations too take the write lock up front (see sqlite_threads).
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def require_existing(self) -> None:
+        path = self.settings.path
+        if not path.is_file():
+            raise ConfigurationError(
+                f"no database at {path.absolute()} (nothing was created): check the path, "
+                f"or create one with `bridge-store db upgrade --store sqlite:///{path}`"
+            )
 
     async def start(self) -> None:
         path = self.settings.path

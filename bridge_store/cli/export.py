@@ -17,7 +17,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Write every agent with its runs, their events and its checkpoint blobs into one "
             "gzip-compressed tar with a versioned manifest and a SHA-256 per member "
-            "(docs/archive.md). `import` restores it into any store. With "
+            "(docs/archive.md). 'bridge-store import' restores it into any store. With "
             "--encryption-key-file the store's secrets are opened: the archive then holds "
             "them in the clear."
         ),

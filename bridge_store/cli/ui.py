@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+
+import pluggy
 
 from .. import __version__
 from ..plugins import get_plugin_manager
 from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
 from ..security.tokens import TOKEN_ENV, load_or_generate
-from ..stores import resolve
+from ..stores import Routes, open_stores, resolve
 from ..viewer import UI_PATH
 from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
 from .store_options import add_store_arguments, routes_from
@@ -56,12 +59,18 @@ def run(args: argparse.Namespace) -> int:
     tenant = direct_tenant(args)
     keyring = direct_keyring(args)
     resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
+    # So does a store that cannot be read (a SQLite file that does not exist, a server
+    # that refuses the login): opened once here, its failure is one line, not the
+    # traceback uvicorn prints for a lifespan that fails.
+    asyncio.run(_open_and_close(manager, routes))
     # The port first: nothing is written (a token file) by a viewer that cannot listen.
     listener = listen(args.host, args.port)
     token = load_or_generate(args.auth_token_file, dict(os.environ))
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    ready = {"url": f"http://{shown_host}:{port}{UI_PATH}/", "version": __version__}
+    viewer_url = f"http://{shown_host}:{port}{UI_PATH}/"
+    # viewerUrl as serve's ready line has it, so a reader of either finds the viewer there.
+    ready = {"url": viewer_url, "version": __version__, "viewerUrl": viewer_url}
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(
@@ -70,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
         **UVICORN_SETTINGS,
     )
     return run_announcing(config, ready, listener)
+
+
+async def _open_and_close(manager: pluggy.PluginManager, routes: Routes) -> None:
+    opened = await open_stores(manager, routes, migrate=False)
+    await opened.close()
 
 
 def _reader_of(token: str, tenant: str) -> TokenRegistry:

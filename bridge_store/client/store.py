@@ -20,6 +20,7 @@ from typing import TextIO
 from ..config import READY_PREFIX
 from ..errors import EXIT_UNREACHABLE, ConfigurationError
 from ..security.tokens import TOKEN_ENV, new_token
+from ..urls import redact
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
 from .trust import tls_context
 
@@ -82,12 +83,14 @@ def start_sidecar(
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
+    auth_token_file: os.PathLike[str] | str | None = None,
 ) -> Sidecar:
     """Start ``bridge-store serve`` for ``store`` (and per-substore URLs) on a free port.
 
     URLs not given come from serve's environment (``BRIDGE_STORE_URL`` ...) or its
     default. The token (a new random one unless given) reaches the server through its
-    environment, never its command line, where other local users could read it.
+    environment, never its command line, where other local users could read it; or,
+    with ``auth_token_file`` (holding ``auth_token``), through that file.
     """
     args = ["--host", host, "--port", str(port), "--log-level", log_level]
     args += sidecar_args(
@@ -95,7 +98,14 @@ def start_sidecar(
     )
     if not migrate:
         args.append("--no-migrate")
-    return start_serve(args, auth_token=auth_token, env=env, echo=echo, timeout=timeout)
+    return start_serve(
+        args,
+        auth_token=auth_token,
+        auth_token_file=auth_token_file,
+        env=env,
+        echo=echo,
+        timeout=timeout,
+    )
 
 
 def start_serve(
@@ -106,26 +116,32 @@ def start_serve(
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
+    auth_token_file: os.PathLike[str] | str | None = None,
 ) -> Sidecar:
     """Start ``bridge-store serve *args`` and wait until it is ready.
 
     The lower level of :func:`start_sidecar`, for callers that pass serve's own
     options. The token (a new random one unless given) reaches the server through its
-    environment, never its command line. With ``tokens_file`` the server takes the
-    named tokens of that file instead, and ``auth_token`` (required then) is the one
-    of them the returned Sidecar calls with.
+    environment, never its command line. With ``auth_token_file`` (which holds
+    ``auth_token``) the server reads it from that file instead, and its viewer names
+    the file to whoever would connect a bridge. With ``tokens_file`` the server takes
+    the named tokens of that file instead, and ``auth_token`` (required then) is the
+    one of them the returned Sidecar calls with.
     """
     child_env = {**os.environ, **(env or {})}
     argv = [sys.executable, "-m", "bridge_store", "serve", *args]
-    if tokens_file is None:
+    if tokens_file is None and auth_token_file is None:
         token = auth_token or new_token()
         child_env[TOKEN_ENV] = token
     else:
         if auth_token is None:
-            raise ValueError("with tokens_file, give the auth_token to call with")
+            raise ValueError("with tokens_file or auth_token_file, give the auth_token")
         token = auth_token
         child_env.pop(TOKEN_ENV, None)
-        argv += ["--tokens-file", os.fspath(tokens_file)]
+        if tokens_file is not None:
+            argv += ["--tokens-file", os.fspath(tokens_file)]
+        elif auth_token_file is not None:
+            argv += ["--auth-token-file", os.fspath(auth_token_file)]
     process, pump, ready = start(
         argv,
         child_env,
@@ -155,7 +171,9 @@ def check_store(
     problem with the bridge. ``ca_file`` (PEM) is trusted besides the system's CAs.
     """
     if not url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"the store URL must start with http:// or https://, not {url!r}")
+        raise ConfigurationError(
+            f"the store URL must start with http:// or https://, not {redact(url)!r}"
+        )
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
         with_slash(url) + _CALL_STORE_PATH,
         data=json.dumps(
@@ -178,28 +196,28 @@ def check_store(
     except urllib.error.HTTPError as error:
         if error.code == 401:
             raise ConfigurationError(
-                f"the store at {url} rejected the auth token (401 unauthenticated); "
+                f"the store at {redact(url)} rejected the auth token (401 unauthenticated); "
                 f"give the token the store was started with"
             ) from None
         detail = error.read(500).decode("utf-8", "replace").strip()
         raise ConfigurationError(
-            f"the store at {url} answered a CallStore call with HTTP {error.code}"
+            f"the store at {redact(url)} answered a CallStore call with HTTP {error.code}"
             + (f": {detail}" if detail else "")
         ) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         if isinstance(reason, ssl.SSLCertVerificationError):
             raise ConfigurationError(
-                f"the store at {url} has a TLS certificate this machine does not trust "
+                f"the store at {redact(url)} has a TLS certificate this machine does not trust "
                 f"({reason.verify_message}); give the CA that signed it (--store-ca-file)"
             ) from None
-        raise ConfigurationError(f"cannot reach the store at {url}: {reason}") from None
+        raise ConfigurationError(f"cannot reach the store at {redact(url)}: {reason}") from None
     try:
         answer = json.loads(body)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        raise ConfigurationError(f"{url} does not answer like a CallStore server")
+        raise ConfigurationError(f"{redact(url)} does not answer like a CallStore server")
 
 
 def with_slash(url: str) -> str:

@@ -310,8 +310,9 @@ class Metrics:
 class MetricsEndpoint:
     """``GET /metrics``: the library's ASGI exposition app, behind an ``admin`` token.
 
-    Metrics cover every tenant, so only an admin token reads them (any other is 401,
-    as if unknown). ``tokens`` None serves without auth (``--metrics-public``).
+    Metrics cover every tenant, so only an admin token reads them: no token or an
+    unknown one is 401, a valid token of another scope 403 naming the scope it lacks.
+    ``tokens`` None serves without auth (``--metrics-public``).
     """
 
     def __init__(self, registry: CollectorRegistry, tokens: TokenRegistry | None) -> None:
@@ -321,11 +322,19 @@ class MetricsEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._tokens is not None:
             principal = bearer_principal(Headers(scope=scope).get("authorization"), self._tokens)
-            if principal is None or not principal.scope.allows(TokenScope.ADMIN):
+            if principal is None:
                 response = PlainTextResponse(
                     "missing or invalid bearer token\n",
                     status_code=401,
                     headers={"www-authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+            if not principal.scope.allows(TokenScope.ADMIN):
+                response = PlainTextResponse(
+                    f"this token lacks the admin scope /metrics needs "
+                    f"(it has {principal.scope.value})\n",
+                    status_code=403,
                 )
                 await response(scope, receive, send)
                 return

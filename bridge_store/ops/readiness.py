@@ -7,8 +7,11 @@ also checks the schema) within the backend timeout, all backends at once, and an
 backend by scheme, substores and redacted URL, and why it is not ready, so an
 orchestrator stops routing bridges to a store that would answer ``unavailable``.
 
-No auth, like ``/healthz``: probes rarely carry tokens. The body holds no secret (URLs
-are redacted, reasons are the messages clients get anyway).
+No auth needed, like ``/healthz``: probes rarely carry tokens. Without an admin token
+the answer says only ready or unready per kind of backend (``postgresql``, ``redis``):
+hosts, users, database names, key prefixes and the reasons (which name hosts) are a
+map of the deployment, so they go to admins only (the one-token shorthand is one; a
+named token needs scope ``admin``), with URLs redacted even then.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..errors import ConnectError
+from ..security.auth import Principal, Scope
 from ..substores import Backend
 from ..urls import redact
 
 READY_PATH = "/readyz"
+#: What an answer without an admin token says about the detail it leaves out.
+DETAIL_HINT = "send an admin bearer token for each backend's URL, substores and reason"
 
 logger = logging.getLogger(__name__)
 
@@ -80,3 +86,30 @@ async def readiness_report(
             entry["reason"] = reason
         entries.append(entry)
     return all(reason is None for reason in reasons), entries
+
+
+def readiness_answer(
+    ready: bool, entries: list[dict[str, object]], caller: Principal | None
+) -> dict[str, object]:
+    """The body of ``/readyz`` for ``caller`` (None: no valid token)."""
+    if caller is not None and caller.scope.allows(Scope.ADMIN):
+        return admin_answer(ready, entries)
+    return public_answer(ready, entries)
+
+
+def public_answer(ready: bool, entries: list[dict[str, object]]) -> dict[str, object]:
+    """The answer for anyone: ready or not, overall and per kind of backend."""
+    kinds: dict[str, bool] = {}
+    for entry in entries:
+        scheme = str(entry["scheme"])
+        kinds[scheme] = kinds.get(scheme, True) and entry["ready"] is True
+    return {
+        "status": "ready" if ready else "unready",
+        "backends": [{"scheme": scheme, "ready": ok} for scheme, ok in kinds.items()],
+        "detail": DETAIL_HINT,
+    }
+
+
+def admin_answer(ready: bool, entries: list[dict[str, object]]) -> dict[str, object]:
+    """The answer for an admin: each backend's redacted URL, substores and reason."""
+    return {"status": "ready" if ready else "unready", "backends": entries}

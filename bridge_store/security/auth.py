@@ -9,6 +9,7 @@ writes them). The one-token shorthand (``BRIDGE_STORE_AUTH_TOKEN`` or
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import hashlib
 import hmac
@@ -124,6 +125,12 @@ class TokenRegistry:
     ``loader`` parses the file (``tokens_file.load_entries``); a registry without a
     path (the one-token shorthand) never reloads. A reload that fails keeps the
     previous entries and logs why; the log never holds a token or a digest.
+
+    On a server, reloads run in one task of the event loop that parses the file on a
+    worker thread and then swaps the entries in one assignment: the loop keeps
+    answering while 20,000 tokens are parsed, and a request that comes while a reload
+    runs (SIGHUP, a changed file) makes one more reload after it, however many came.
+    Nothing here takes a lock that a signal could interrupt and take again.
     """
 
     def __init__(
@@ -142,8 +149,16 @@ class TokenRegistry:
         self._clock = clock
         self._stamp = _stamp(path) if path is not None else None
         self._checked_at = clock()
-        # Reloads come from calls on the event loop and from SIGHUP; one at a time.
-        self._lock = threading.Lock()
+        # Set by request_reload (from a signal handler too: a plain assignment);
+        # cleared by the reload task as it starts a read.
+        self._wanted = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        # Orders swaps when reloads run on several threads (reload() called directly):
+        # held for a few assignments only, never while reading or parsing.
+        self._swap_lock = threading.Lock()
+        self._read_number = 0
+        self._swapped_number = 0
 
     @classmethod
     def single(cls, token: str) -> TokenRegistry:
@@ -171,19 +186,105 @@ class TokenRegistry:
         return entry.principal if entry is not None else None
 
     def reload(self) -> bool:
-        """Re-read the file now (SIGHUP); True if the new entries were taken."""
+        """Re-read the file now, on this thread; True if the new entries were taken.
+
+        For callers without an event loop (tests, tools); a server calls
+        :meth:`request_reload` instead, which never blocks its loop.
+        """
         if self._path is None or self._loader is None:
             return False
-        with self._lock:
-            stamp = _stamp(self._path)
-            try:
-                entries = self._loader(self._path)
-            except ConfigurationError as error:
-                logger.error("tokens file not reloaded, the previous tokens stay: %s", error)
-                self._stamp = stamp  # do not retry (and log) until it changes again
-                return False
-            self._entries = tuple(entries)
-            self._stamp = stamp
+        with self._swap_lock:
+            self._read_number += 1
+            number = self._read_number
+        stamp, entries = self._read()
+        return self._swap(number, stamp, entries)
+
+    def follow_on(self, loop: asyncio.AbstractEventLoop, reload_signal: int | None) -> None:
+        """Reload in a task of ``loop`` from now on, and on ``reload_signal`` (SIGHUP).
+
+        The signal's handler runs as a callback of the loop and only asks for a
+        reload. A request made before (see :meth:`request_reload`) is served now.
+        """
+        if self._path is None:
+            return
+        self._loop = loop
+        if reload_signal is not None:
+            loop.add_signal_handler(reload_signal, self.request_reload)
+        if self._wanted:
+            self._start_task()
+
+    def request_reload(self) -> None:
+        """Ask for a reload soon; safe from a signal handler and from any thread.
+
+        Without a loop to follow yet, the request waits for :meth:`follow_on`.
+        """
+        if self._path is None:
+            return
+        self._wanted = True
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._start_task()
+        else:
+            loop.call_soon_threadsafe(self._start_task)
+
+    def _start_task(self) -> None:
+        """On the loop's thread: the one reload task, unless it is already running."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._reload_while_wanted(), name="tokens-file-reload"
+            )
+
+    async def _reload_while_wanted(self) -> None:
+        while self._wanted:
+            self._wanted = False
+            with self._swap_lock:
+                self._read_number += 1
+                number = self._read_number
+            stamp, entries = await asyncio.to_thread(self._read)
+            self._swap(number, stamp, entries)
+
+    def _read(self) -> tuple[tuple[int, int, int] | None, list[TokenEntry] | ConfigurationError]:
+        """The file's stamp and its entries, or why they cannot be taken (any thread)."""
+        assert self._path is not None
+        assert self._loader is not None
+        stamp = _stamp(self._path)
+        try:
+            return stamp, self._loader(self._path)
+        except ConfigurationError as error:
+            return stamp, error
+
+    def _swap(
+        self,
+        number: int,
+        stamp: tuple[int, int, int] | None,
+        entries: list[TokenEntry] | ConfigurationError,
+    ) -> bool:
+        with self._swap_lock:
+            if number < self._swapped_number:
+                return False  # a read that started later has already been taken
+            self._swapped_number = number
+            self._stamp = stamp  # a failure is not retried (and logged) until it changes
+            if not isinstance(entries, ConfigurationError):
+                self._entries = tuple(entries)
+        if isinstance(entries, ConfigurationError) and stamp is None:
+            # Deleting is no revocation (docs/security.md): a file that is briefly
+            # missing while a deploy rewrites it must not lock every client out.
+            logger.warning(
+                "tokens file %s is gone: the %d tokens last read stay valid until it is "
+                "back; to refuse them all, write an empty tokens file",
+                self._path,
+                len(self._entries),
+            )
+            return False
+        if isinstance(entries, ConfigurationError):
+            logger.error("tokens file not reloaded, the previous tokens stay: %s", entries)
+            return False
         logger.info("tokens file %s reloaded: %d tokens", self._path, len(entries))
         return True
 
@@ -194,8 +295,12 @@ class TokenRegistry:
         if now - self._checked_at < RELOAD_CHECK_SECONDS:
             return
         self._checked_at = now
-        if _stamp(self._path) != self._stamp:
-            self.reload()
+        if _stamp(self._path) == self._stamp:
+            return
+        if self._loop is None:
+            self.reload()  # no loop to keep answering: read it now
+        else:
+            self.request_reload()
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -193,12 +193,7 @@ def parse_key(text: str) -> bytes:
 def load_keyring(path: Path) -> Keyring:
     """The keys of a key file: one per line (hex or base64), the first seals; ``#``
     starts a comment. ConfigurationError naming the line, never showing a key."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigurationError(
-            f"cannot read encryption key file {path}: {error.strerror}"
-        ) from None
+    text = read_key_file_text(path)
     keys: list[bytes] = []
     for number, line in enumerate(text.splitlines(), 1):
         value = line.split("#", 1)[0].strip()
@@ -219,6 +214,21 @@ def load_keyring(path: Path) -> Keyring:
             "encryption key file %s is readable by other users: chmod 600 %s", path, path
         )
     return Keyring(keys)
+
+
+def read_key_file_text(path: Path) -> str:
+    """A key file's text; ConfigurationError when it cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigurationError(
+            f"cannot read encryption key file {path}: {error.strerror}"
+        ) from None
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            f"encryption key file {path} is not UTF-8 text (byte {error.start}): it holds "
+            "keys as hex or base64, one per line ('bridge-store keys generate' writes one)"
+        ) from None
 
 
 def new_key_line() -> str:

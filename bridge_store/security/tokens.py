@@ -151,10 +151,28 @@ def write_private(path: Path, value: str) -> None:
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(value + "\n")
+            # On disk before the rename: a crash never leaves an empty file in place.
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    _sync_directory(path.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where the file system allows it)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some file systems cannot sync a directory; the rename itself is atomic
+    finally:
+        os.close(descriptor)
 
 
 def _create_exclusively(path: Path, value: str) -> bool:

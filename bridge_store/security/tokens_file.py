@@ -15,8 +15,12 @@ re-reads the file when it changes (see :class:`bridge_store.security.auth.TokenR
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,8 @@ _HEADER = (
     "# bridge-store tokens: written by `bridge-store token add|revoke`.\n"
     "# Each entry holds the SHA-256 of a token, never the token itself.\n"
 )
+#: How long ``token add``/``revoke`` wait for another one to finish writing the file.
+LOCK_WAIT_SECONDS = 10.0
 _SCOPES = ", ".join(scope.value for scope in Scope)
 
 
@@ -46,6 +52,12 @@ def parse_entries(text: str, source: str) -> list[TokenEntry]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigurationError(f"{source} is not valid TOML: {error}") from None
+    except RecursionError:
+        # tomllib recurses once per nested array or inline table; a tokens file has
+        # none, so a file this deep is not one.
+        raise ConfigurationError(
+            f"{source} is not a tokens file: its arrays or tables nest too deeply"
+        ) from None
     unknown = set(data) - {"token"}
     if unknown:
         raise ConfigurationError(f"{source}: unknown top-level keys {sorted(unknown)}")
@@ -104,6 +116,11 @@ def load_entries(path: Path) -> list[TokenEntry]:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigurationError(f"cannot read tokens file {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(
+            f"tokens file {path} is not UTF-8 text (byte {error.start}); "
+            "'bridge-store token add' writes one"
+        ) from None
     return parse_entries(text, str(path))
 
 
@@ -122,24 +139,74 @@ def render(entries: Sequence[TokenEntry]) -> str:
     return _HEADER + "".join("\n" + block for block in blocks)
 
 
+def lock_path(path: Path) -> Path:
+    """The file that ``token add``/``revoke`` lock while they rewrite ``path``.
+
+    A sidecar, not the tokens file: the write replaces the tokens file, and a lock on
+    the replaced file would protect nothing. It holds no data and is never removed
+    (removing it would let two writers lock two different files).
+    """
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of ``path`` (waits at most LOCK_WAIT_SECONDS)."""
+    lock = lock_path(path)
+    for parent in (path.parent, *path.parent.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ConfigurationError(
+                f"cannot write tokens file {path}: {parent} is a file, not a directory"
+            )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise ConfigurationError(f"cannot lock tokens file {path}: {error.strerror}") from None
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConfigurationError(
+                        f"another 'bridge-store token' command has been writing {path} for "
+                        f"{LOCK_WAIT_SECONDS:g} s (it holds {lock}); run this one again once "
+                        "it is done"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
 def _existing(path: Path) -> list[TokenEntry]:
     return load_entries(path) if path.exists() else []
 
 
 def add_token(path: Path, name: str, *, tenant: str, scope: Scope) -> str:
-    """Append a new random token's entry to ``path`` (created 0600); the token."""
-    entries = _existing(path)
+    """Append a new random token's entry to ``path`` (created 0600); the token.
+
+    Read, changed and written back under the file's lock, so a concurrent add or
+    revoke is never lost; the token is returned only once it is in the file.
+    """
     token = new_token()
     entry = TokenEntry(name=name, sha256=token_digest(token), tenant=tenant, scope=scope)
-    # Checked the same way the server will read it back.
-    new = parse_entries(render([*entries, entry]), str(path))
-    write_private(path, render(new).rstrip("\n"))
+    with _locked(path):
+        entries = _existing(path)
+        # Checked the same way the server will read it back.
+        new = parse_entries(render([*entries, entry]), str(path))
+        write_private(path, render(new).rstrip("\n"))
     return token
 
 
 def revoke_token(path: Path, name: str) -> None:
-    entries = _existing(path)
-    kept = [entry for entry in entries if entry.name != name]
-    if len(kept) == len(entries):
-        raise ConfigurationError(f"{path} has no token named {name!r}")
-    write_private(path, render(kept).rstrip("\n"))
+    """Remove ``name``'s entry from ``path``, under the file's lock (see add_token)."""
+    with _locked(path):
+        entries = _existing(path)
+        kept = [entry for entry in entries if entry.name != name]
+        if len(kept) == len(entries):
+            raise ConfigurationError(f"{path} has no token named {name!r}")
+        write_private(path, render(kept).rstrip("\n"))

@@ -50,6 +50,7 @@ class ProbeTargets:
 @contextmanager
 def probe_targets(directory: Path) -> Iterator[ProbeTargets]:
     empty = f"sqlite:///{directory / 'never-migrated.db'}"
+    (directory / "never-migrated.db").touch(mode=0o600)  # --no-migrate creates none
     with (
         start_serve(["--port", "0", "--store", "memory://"]) as ready,
         start_serve(["--port", "0", "--store", empty, "--no-migrate"]) as unready,

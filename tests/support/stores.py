@@ -31,6 +31,8 @@ def serve_arguments(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -
     if kind == "memory":
         return ["--store", "memory://"]
     if kind == "sqlite":
+        # An empty file is an empty database; commands that only read create none.
+        (tmp_path / "store.db").touch(mode=0o600)
         return ["--store", f"sqlite:///{tmp_path / 'store.db'}"]
     if kind == "postgres":
         return ["--store", request.getfixturevalue("make_postgres_url")()]
