@@ -17,6 +17,7 @@ from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
+from .front_page import front_page
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .ops.availability import BACKEND_FAILURES, BackendAvailability
 from .ops.metrics import BackendView, Metrics, MetricsEndpoint
@@ -28,6 +29,8 @@ from .security.sealed_stores import seal_stores
 from .stores import OpenStores, ResolvedStores, Stores, resolve
 from .types import Answer
 from .urls import redact
+from .viewer import UI_PATH
+from .viewer.welcome import BridgeHint, sole_holder
 
 if TYPE_CHECKING:
     from .ops.tracing import Tracing
@@ -215,7 +218,6 @@ def create_app(
             Route(METRICS_PATH, MetricsEndpoint(metrics.registry, metrics_tokens), methods=["GET"])
         )
     if config.ui:
-        from .viewer import UI_PATH
         from .viewer.app import create_viewer  # Jinja2 and the pages load only with it
 
         def stores() -> Stores:
@@ -227,7 +229,20 @@ def create_app(
             stores()  # unavailable until open
             return unwrapped[0]
 
-        routes.append(Mount(UI_PATH, create_viewer(stores, tokens, backend_stores)))
+        shorthand = sole_holder(tokens)
+        hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)
+        viewer = create_viewer(stores, tokens, backend_stores, bridge_hint=hint)
+        routes.append(Mount(UI_PATH, viewer))
+    # What the ready line's URL opens in a browser: the viewer, or the paths served.
+    home = front_page(
+        viewer_path=UI_PATH if config.ui else None,
+        call_store_path=CALL_STORE_PATH,
+        health_path=HEALTH_PATH,
+        ready_path=READY_PATH,
+        metrics_path=METRICS_PATH if metrics is not None else None,
+        metrics_public=config.metrics_public,
+    )
+    routes.append(Route("/", home, methods=["GET"]))
     # Only CallStore is traced: health, readiness and metrics polls would drown it.
     traced = tracing.wrap(endpoint) if tracing is not None else endpoint
     app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)

@@ -10,6 +10,7 @@ from .security.auth import TokenRegistry
 from .security.encryption import Keyring
 from .stores import Routes
 from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from .viewer.welcome import BridgeHint
 from .wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
@@ -37,6 +38,8 @@ class ServerConfig:
     ``backend_timeout``: seconds one wait on a backend may take unless its URL says
     otherwise (:class:`~bridge_store.substores.BackendOptions`).
     ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
+    ``bridge_hint``: where a bridge finds the token, for the viewer's empty page (by
+    default the tokens file's named tokens, or ``BRIDGE_STORE_AUTH_TOKEN``).
     """
 
     routes: Routes
@@ -52,6 +55,7 @@ class ServerConfig:
     ui: bool = True
     backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
     retain: RetentionSettings | None = None
+    bridge_hint: BridgeHint | None = None
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.

@@ -1,4 +1,4 @@
-"""deploy/grafana/bridge-store.json and the README's PromQL read only metrics the app exports."""
+"""deploy/grafana/bridge-store.json and the documented PromQL read only metrics the app exports."""
 
 from __future__ import annotations
 
@@ -79,10 +79,10 @@ def test_every_panel_queries_the_chosen_data_source() -> None:
     assert len(ids) == len(set(ids))
 
 
-def test_the_readme_promql_reads_only_exported_metrics(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```promql\n(.*?)```", readme, re.S)
-    assert blocks, "the README's Operating it section shows example PromQL"
+def test_the_documented_promql_reads_only_exported_metrics(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "observability.md").read_text()
+    blocks = re.findall(r"```promql\n(.*?)```", page, re.S)
+    assert blocks, "docs/observability.md shows example PromQL"
     used = {name for block in blocks for name in METRIC.findall(block)}
     assert "bridge_store_call_duration_seconds_bucket" in used
     assert used - exported_names(tmp_path) == set()

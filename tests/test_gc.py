@@ -90,7 +90,7 @@ def test_gc_deletes_orphans_and_nothing_else(
         ]
     )
     assert out[-1] == (
-        f"would delete 2 orphaned blobs ({OLD_BLOB_BYTES} bytes), 1 runs and the events of "
+        f"would delete 2 orphaned blobs ({OLD_BLOB_BYTES} bytes), 1 run and the events of "
         f"3 runs ({2 * EVENTS_PER_RUN + 1} events)"
     )
     before = on_store(store, state)
@@ -100,7 +100,7 @@ def test_gc_deletes_orphans_and_nothing_else(
     with caplog.at_level(logging.INFO, logger="bridge_store.audit"):
         assert main(["gc", *store]) == 0
     assert capsys.readouterr().out.strip() == (
-        "deleted 2 orphaned blobs, 1 runs and the events of 3 runs"
+        "deleted 2 orphaned blobs, 1 run and the events of 3 runs"
     )
     after = on_store(store, state)
     assert after["ghost blobs"]["items"] == []
@@ -131,7 +131,7 @@ def test_gc_keeps_to_the_tenants_named(
     store = serve_arguments("sqlite", request, tmp_path)
     on_store(store, seed_with_orphans)
     assert main(["gc", *store, "--tenant", ORPHANS_ONLY]) == 0
-    assert "the events of 1 runs" in capsys.readouterr().out
+    assert "the events of 1 run\n" in capsys.readouterr().out
     after = on_store(store, state)
     assert after["never events"] == 0
     assert after["ghost events"] == EVENTS_PER_RUN

@@ -338,7 +338,25 @@ def test_history_goes_to_the_tenant_named(
     jsonl = ["--jsonl", jsonl_history.local_store["rootDir"]]
     status, out = import_local("--store", url, *jsonl, "--tenant", "team-a", capsys=capsys)
     assert status == 0, out
+    assert out.splitlines()[-1].startswith("into tenant team-a: its tokens read it")
     _, agent_id, _ = jsonl_history.blob
+    # Read without --tenant, the store says where its history is and how to choose.
+    assert main(["agents", "--store", url]) == 0
+    shown = capsys.readouterr()
+    assert shown.out.splitlines()[1:] == []  # the header row alone
+    assert shown.err == (
+        "bridge-store: no agents: tenant default holds none of it; this store holds history "
+        "in tenant team-a: choose one with --tenant team-a (import-local writes to tenant "
+        "default unless given --tenant)\n"
+    )
+    assert main(["runs", agent_id, "--store", url]) == 1
+    assert "; this store holds history in tenant team-a: choose one with --tenant team-a" in (
+        capsys.readouterr().err
+    )
+    assert main(["agents", "--store", url, "--tenant", "team-a", "--json"]) == 0
+    shown = capsys.readouterr()
+    assert agent_id in shown.out
+    assert shown.err == ""
 
     async def held(tenant: str) -> tuple[bool, bool]:
         started = await resolve(get_plugin_manager(), Routes.single(url)).start(migrate=False)

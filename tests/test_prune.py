@@ -65,6 +65,28 @@ def test_ages_parse_and_print() -> None:
     assert describe_age(parse_age("14d")) == "2w"
 
 
+def test_prune_says_one_run_not_one_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'one.db'}"]
+
+    async def one_of_each(stores: Stores) -> None:
+        await add_agent(
+            stores, "default", "lone", age_days=200, runs=("finished",), blobs={"b": b"x"}
+        )
+
+    on_store(store, one_of_each)
+    assert main(["prune", *store, "--older-than", "90d", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    events = f"{EVENTS_PER_RUN} event{'' if EVENTS_PER_RUN == 1 else 's'}"
+    assert out[0].endswith(f"): 1 run, {events}, 1 blob (1 byte)")
+    assert out[-1] == f"would prune 1 agent older than 90d: 1 run, {events}, 1 blob (1 byte)"
+    assert main(["prune", *store, "--older-than", "90d"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "pruned 1 agent older than 90d: 1 run with their events, 1 blob"
+    )
+
+
 @pytest.mark.parametrize("kind", DURABLE_STORE_KINDS)
 def test_prune_deletes_old_agents_whole_and_keeps_active_and_new(
     kind: str,

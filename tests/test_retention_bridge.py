@@ -72,7 +72,7 @@ def test_the_bridge_reads_what_prune_kept(
 
         backdate(store_url, old.agent_id, 200)
         assert main(["prune", "--store", store_url, "--older-than", "90d"]) == 0
-        assert capsys.readouterr().out.startswith("pruned 1 agents older than 90d: 1 runs")
+        assert capsys.readouterr().out.startswith("pruned 1 agent older than 90d: 1 run ")
         assert main(["gc", "--store", store_url]) == 0
         assert "deleted 0 orphaned blobs, 0 runs and the events of 0 runs" in (
             capsys.readouterr().out

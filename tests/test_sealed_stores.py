@@ -155,5 +155,5 @@ def test_keys_rotate_command_on_a_sqlite_store(
     keys.write_text(KEY_NEW.hex() + "\n" + KEY_OLD.hex() + "\n")
     assert main(["keys", "rotate", "--store", url, "--encryption-key-file", str(keys)]) == 0
     out = capsys.readouterr().out
-    assert f"under key {key_id(KEY_NEW).hex()}: 1 agents (0 already were), 1 blobs" in out
+    assert f"under key {key_id(KEY_NEW).hex()}: 1 agent (0 already were), 1 blob" in out
     assert asyncio.run(write_then(check=True)) == (SECRET, BLOB)

@@ -225,3 +225,13 @@ def test_following_prints_tool_updates_and_holds_growing_text() -> None:
     printer.add(events[10:])
     printer.finish()
     assert "tool read_file -> completed:" in stream.getvalue()
+
+
+def test_no_tenant_hint_where_the_tenant_holds_history_or_nobody_does(
+    capsys: pytest.CaptureFixture[str], store_args: list[str]
+) -> None:
+    code, out, err = run_cli(capsys, "agents", *store_args, "--json")
+    assert (code, err) == (0, "")
+    assert LOGIN_AGENT in out
+    # An empty store has no other tenant to point at.
+    assert run_cli(capsys, "agents", "--store", "memory://", "--json") == (0, "", "")

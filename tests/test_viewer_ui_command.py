@@ -47,6 +47,7 @@ def test_ui_serves_the_viewer_alone_and_reads_only(tmp_path: Path) -> None:
         line = next(line for line in process.stderr if line.startswith(READY_PREFIX))
         ready = json.loads(line.removeprefix(READY_PREFIX))
         assert ready["url"].endswith("/ui/")
+        assert ready["viewerUrl"] == ready["url"]  # where serve's ready line has it too
         assert ready["version"] == version("bridge-store")
         assert ready["authTokenFile"] == str(token_file)
         token = token_file.read_text().strip()

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from .read_options import add_read_arguments, run_reading
+from .read_options import add_read_arguments, run_reading, tenant_hint
 
 if TYPE_CHECKING:
     from ..viewer.reader import HistoryReader
@@ -22,7 +22,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "otherwise; the cursor of the next page goes to stderr.",
     )
     agents.add_argument("--cwd", metavar="DIR", help="only agents of this workspace")
-    agents.add_argument("--status", choices=queries.AGENT_STATUSES)
+    agents.add_argument(
+        "--status", choices=queries.AGENT_STATUSES, help="only agents with this status"
+    )
     agents.add_argument("--name", metavar="TEXT", help="only agents whose name contains TEXT")
     agents.add_argument("--archived", action="store_true", help="include archived agents")
     agents.add_argument(
@@ -57,3 +59,7 @@ async def _agents(reader: HistoryReader, args: argparse.Namespace) -> None:
         Output(sys.stdout).table(AGENT_COLUMNS, map(agent_row, page["agents"]), "Agents")
     if page["next"]:
         print(f"more: --cursor {page['next']}", file=sys.stderr)
+    elif not page["agents"] and args.cursor is None:
+        hint = await tenant_hint(reader)
+        if hint is not None:
+            print(f"bridge-store: no agents: {hint}", file=sys.stderr)

@@ -12,8 +12,9 @@ from types import FrameType
 from typing import TextIO
 
 from ..client import BRIDGE_BIN_ENV, Session, launch
+from ..client.viewer_access import embedded_token_file
 from ..errors import ConfigurationError
-from ..security.tokens import TOKEN_ENV, read_auth_token
+from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, read_auth_token
 from .store_options import STORE_FLAG_ENV, add_store_arguments
 
 
@@ -27,11 +28,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "free loopback port (configured like serve's, by the flags below or the same "
             "environment variables), or a running one given --store-callback-url. Prints the "
             "bridge's discovery JSON as one line on stdout; its 'cursor-sdk-bridge ready "
-            "{JSON}' line and all other stderr pass through. SIGTERM or SIGINT stops the "
-            "bridge, then the store."
+            "{JSON}' line and all other stderr pass through, and a line naming the "
+            "embedded store's history viewer and the file holding its token. SIGTERM or "
+            "SIGINT stops the bridge, then the store."
         ),
     )
     add_store_arguments(bridge, "embedded store")
+    bridge.add_argument(
+        "--auth-token-file",
+        metavar="PATH",
+        help=(
+            f"the embedded store's token (to sign in to its viewer): read from PATH, or "
+            f"generated into PATH (mode 0600) if it does not exist. Env {TOKEN_ENV} takes "
+            f"precedence. Default: beside the agents' SQLite database (agents.db -> "
+            f"agents.token), else ./{DEFAULT_TOKEN_FILE}"
+        ),
+    )
     existing = bridge.add_argument_group("existing store")
     existing.add_argument(
         "--store-callback-url",
@@ -61,11 +73,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     options.add_argument(
-        "--host", help="loopback address the bridge listens on (the bridge refuses others)"
+        "--host",
+        help="loopback address the bridge listens on; it refuses others (default: the bridge's)",
     )
     options.add_argument("--port", type=int, help="port the bridge listens on (default: any free)")
-    options.add_argument("--workspace", metavar="DIR", help="the agents' working directory")
-    options.add_argument("--state-root", metavar="DIR", help="the bridge's own state directory")
+    options.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the agents' working directory (default: the current directory)",
+    )
+    options.add_argument(
+        "--state-root",
+        metavar="DIR",
+        help="the bridge's own state directory (default: the bridge's)",
+    )
     options.add_argument("--verbose", action="store_true", help="the bridge logs every RPC")
     options.add_argument(
         "bridge_args",
@@ -85,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         )
     return bridge_main(
         **given,
+        auth_token_file=args.auth_token_file,
         store_callback_url=args.store_callback_url,
         store_auth_token_file=args.store_auth_token_file,
         store_ca_file=args.store_ca_file,
@@ -128,6 +150,7 @@ def bridge_main(
     runs: str | None = None,
     run_events: str | None = None,
     checkpoints: str | None = None,
+    auth_token_file: str | None = None,
     store_callback_url: str | None = None,
     store_auth_token_file: str | None = None,
     store_ca_file: str | None = None,
@@ -154,7 +177,13 @@ def bridge_main(
     environ = os.environ if environ is None else environ
     stdout = sys.stdout if stdout is None else stdout
     token: str | None = None
+    token_file: str | None = None
     if store_callback_url is not None:
+        if auth_token_file is not None:
+            raise ConfigurationError(
+                "--auth-token-file is the embedded store's; a running store's token is "
+                "--store-auth-token-file"
+            )
         token = read_auth_token(store_auth_token_file, environ)
     else:
         for flag, value in (
@@ -163,6 +192,12 @@ def bridge_main(
         ):
             if value is not None:
                 raise ConfigurationError(f"{flag} goes with --store-callback-url")
+        # serve's rule, so the store's viewer can be signed in to: the environment's
+        # token, else a file (see bridge_store.client.viewer_access).
+        token = environ.get(TOKEN_ENV, "").strip() or None
+        if token is None:
+            beside = embedded_token_file(store, agents, environ)
+            token_file = auth_token_file or (str(beside) if beside else DEFAULT_TOKEN_FILE)
     stop = _StopRequest()
     previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
     session: Session | None = None
@@ -175,6 +210,7 @@ def bridge_main(
             checkpoints=checkpoints,
             store_url=store_callback_url,
             auth_token=token,
+            auth_token_file=token_file,
             store_ca_file=store_ca_file,
             workspace=workspace,
             bridge_command=bridge_command,
@@ -189,6 +225,8 @@ def bridge_main(
         if stop.requested:
             return 0
         print(json.dumps(session.bridge.ready, separators=(",", ":")), file=stdout, flush=True)
+        if session.viewer_url is not None:
+            print(f"bridge-store: {viewer_line(session)}", file=sys.stderr, flush=True)
         session.wait()
         print(f"bridge-store: {session.failure}", file=sys.stderr, flush=True)
         status = session.bridge.process.poll()
@@ -203,3 +241,12 @@ def bridge_main(
             session.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def viewer_line(session: Session) -> str:
+    """Where the embedded store's history can be seen while the bridge runs; names the
+    token's file or variable, never the token."""
+    where = f"the token in {session.auth_token_file}"
+    if session.auth_token_file is None:
+        where = f"the token in ${TOKEN_ENV}"
+    return f"history viewer at {session.viewer_url} (sign in with {where})"

@@ -16,11 +16,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     db = commands.add_parser("db", help="manage SQL schemas", description="Manage SQL schemas.")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     upgrade = db_commands.add_parser(
-        "upgrade", help="upgrade every configured store to the latest schema"
+        "upgrade",
+        help="upgrade every configured store to the latest schema",
+        description="Upgrade every configured SQL store to the latest schema (serve does it "
+        "on start unless --no-migrate); stores of other backends have no schema.",
     )
     add_store_arguments(upgrade)
     current = db_commands.add_parser(
-        "current", help="show the schema revision of every configured store"
+        "current",
+        help="show the schema revision of every configured store",
+        description="Show the schema revision of every configured SQL store.",
     )
     add_store_arguments(current)
 

@@ -18,8 +18,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Write every agent with its runs, their events and its checkpoint blobs into one "
             "gzip-compressed tar with a versioned manifest and a SHA-256 per member "
-            "(docs/archive.md). `import` restores it into any store. The archive is "
-            "created readable by its owner only (0600). It holds every agent's "
+            "(docs/archive.md). 'bridge-store import' restores it into any store. The "
+            "archive is created readable by its owner only (0600). It holds every agent's "
             "blobEncryptionKey in the clear (export says so) unless the store is sealed "
             "and exported without --encryption-key-file, which would open them."
         ),

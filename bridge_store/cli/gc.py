@@ -11,6 +11,7 @@ from ..plugins import get_plugin_manager
 from ..stores import resolve
 from .prune import add_tenant_argument
 from .store_options import add_store_arguments, routes_from
+from .wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,7 +58,7 @@ async def _gc(args: argparse.Namespace) -> int:
 def _orphan_lines(orphans: TenantOrphans) -> list[str]:
     of = f"of tenant {orphans.tenant}"
     lines = [
-        f"{len(blob_ids)} checkpoint blobs of agent {agent_id} {of}: the agent is gone"
+        f"{counted(len(blob_ids), 'checkpoint blob')} of agent {agent_id} {of}: the agent is gone"
         for agent_id, blob_ids in orphans.blobs.items()
     ]
     lines.extend(
@@ -72,13 +73,11 @@ def _orphan_lines(orphans: TenantOrphans) -> list[str]:
 
 
 def _summary(report: GcReport, dry_run: bool) -> str:
+    blobs, runs = counted(report.blobs, "orphaned blob"), counted(report.runs, "run")
+    logs = counted(report.event_logs, "run")
     if dry_run:
         return (
-            f"would delete {report.blobs} orphaned blobs ({report.blob_bytes} bytes), "
-            f"{report.runs} runs and the events of {report.event_logs} runs "
-            f"({report.events} events)"
+            f"would delete {blobs} ({counted(report.blob_bytes, 'byte')}), {runs} and the "
+            f"events of {logs} ({counted(report.events, 'event')})"
         )
-    return (
-        f"deleted {report.blobs} orphaned blobs, {report.runs} runs and the events of "
-        f"{report.event_logs} runs"
-    )
+    return f"deleted {blobs}, {runs} and the events of {logs}"

@@ -65,7 +65,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--tenant",
         type=_tenant,
         default=DEFAULT_TENANT,
-        help=f"the tenant the history goes to (default: {DEFAULT_TENANT})",
+        help=(
+            f"the tenant the history goes to (default: {DEFAULT_TENANT}, serve's one-token "
+            f"tenant). A named token reads its own tenant only: import into the tenant of "
+            f"the tokens that will read it"
+        ),
     )
     parser.add_argument(
         "--overwrite",
@@ -164,4 +168,18 @@ async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
         f"different {tally.total(Outcome.DIFFERENT)}, replaced {tally.total(Outcome.REPLACED)}"
     )
     print(meter.summary())
+    print(_where_it_went(args.tenant))
     return report(tally)
+
+
+def _where_it_went(tenant: str) -> str:
+    """Who reads the imported history: a token sees only its own tenant."""
+    if tenant == DEFAULT_TENANT:
+        return (
+            f"into tenant {tenant}: serve's one token reads it; a named token reads only its "
+            f"own tenant (import again with --tenant NAME for it)"
+        )
+    return (
+        f"into tenant {tenant}: its tokens read it, and so does 'bridge-store agents "
+        f"--tenant {tenant}' with this --store"
+    )

@@ -26,6 +26,7 @@ from ..security.rotation import rotate
 from ..security.tokens import write_private
 from ..stores import resolve
 from .store_options import add_store_arguments, routes_from
+from .wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,7 +40,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     actions = keys.add_subparsers(dest="action", required=True, metavar="COMMAND")
     generate = actions.add_parser(
-        "generate", help="put a new random key first in the key file (created 0600)"
+        "generate",
+        help="put a new random key first in the key file (created 0600)",
+        description="Put a new random 256-bit key first in the key file, creating the file "
+        "(mode 0600) if need be; the keys already in it stay, to decrypt.",
     )
     rotate_parser = actions.add_parser(
         "rotate",
@@ -54,7 +58,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_store_arguments(rotate_parser)
     for parser in (generate, rotate_parser):
         parser.add_argument(
-            "--encryption-key-file", metavar="PATH", help=f"the key file (env {KEY_FILE_ENV})"
+            "--encryption-key-file",
+            metavar="PATH",
+            help=f"the key file (env {KEY_FILE_ENV}; one of the two is required)",
         )
 
 
@@ -91,8 +97,10 @@ async def _rotate(args: argparse.Namespace, keyring: Keyring) -> int:
     finally:
         await opened.close()
     print(
-        f"re-encrypted under key {keyring.current_id.hex()}: {report.agents_rewritten} agents "
-        f"({report.agents_current} already were), {report.blobs_rewritten} blobs "
-        f"({report.blobs_current} already were)"
+        f"re-encrypted under key {keyring.current_id.hex()}: "
+        f"{counted(report.agents_rewritten, 'agent')} ({report.agents_current} already "
+        f"{'was' if report.agents_current == 1 else 'were'}), "
+        f"{counted(report.blobs_rewritten, 'blob')} ({report.blobs_current} already "
+        f"{'was' if report.blobs_current == 1 else 'were'})"
     )
     return 0

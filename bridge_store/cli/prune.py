@@ -15,6 +15,7 @@ from ..plugins import get_plugin_manager
 from ..security.auth import check_tenant
 from ..stores import resolve
 from .store_options import add_store_arguments, routes_from
+from .wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -141,19 +142,22 @@ def _agent_line(agent: AgentFigures) -> str:
     updated = datetime.fromtimestamp(agent.updated_at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return (
         f"agent {agent.agent_id} of tenant {agent.tenant} ({agent.status}, updated "
-        f"{updated}, cwd {agent.cwd}): {agent.runs} runs, {agent.events} events, "
-        f"{agent.blobs} blobs ({agent.blob_bytes} bytes)"
+        f"{updated}, cwd {agent.cwd}): {counted(agent.runs, 'run')}, "
+        f"{counted(agent.events or 0, 'event')}, {counted(agent.blobs, 'blob')} "
+        f"({counted(agent.blob_bytes or 0, 'byte')})"
     )
 
 
 def _summary(report: PruneReport, age: str, dry_run: bool) -> str:
     kept = f"; {report.skipped_active} with an active run kept" if report.skipped_active else ""
+    agents = counted(len(report.agents), "agent")
     if dry_run:
         return (
-            f"would prune {len(report.agents)} agents older than {age}: {report.runs} runs, "
-            f"{report.events} events, {report.blobs} blobs ({report.blob_bytes} bytes){kept}"
+            f"would prune {agents} older than {age}: {counted(report.runs, 'run')}, "
+            f"{counted(report.events, 'event')}, {counted(report.blobs, 'blob')} "
+            f"({counted(report.blob_bytes, 'byte')}){kept}"
         )
     return (
-        f"pruned {len(report.agents)} agents older than {age}: {report.runs} runs with "
-        f"their events, {report.blobs} blobs{kept}"
+        f"pruned {agents} older than {age}: {counted(report.runs, 'run')} with "
+        f"their events, {counted(report.blobs, 'blob')}{kept}"
     )

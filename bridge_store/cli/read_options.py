@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, ConnectError
+from ..errors import Code, ConfigurationError, ConnectError
 from ..security.auth import DEFAULT_TENANT, check_tenant, local_principal
 from ..security.encryption import KEY_FILE_ENV, Keyring
 from ..security.tokens import TOKEN_ENV, read_auth_token
@@ -83,7 +83,7 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
                 "--store and the substore flags read a store directly; "
                 "--store-callback-url reads through a running server"
             )
-        if args.tenant or args.encryption_key_file:
+        if args.tenant is not None or args.encryption_key_file:
             raise ConfigurationError(
                 "--tenant and --encryption-key-file are for reading a store directly; "
                 "through a server, its token's tenant is read, opened with its keys"
@@ -101,9 +101,27 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
     opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
     try:
         stores = seal_stores(opened.stores, keyring)
-        yield HistoryReader(in_process(lambda: stores, principal))
+        # Whoever reads a store URL holds the whole store: it may learn its tenants.
+        yield HistoryReader(
+            in_process(lambda: stores, principal),
+            tenant=principal.tenant,
+            tenants=opened.stores.agents.tenants,
+        )
     finally:
         await opened.close()
+
+
+async def tenant_hint(reader: HistoryReader) -> str | None:
+    """Where the history is when the tenant read has none of what was asked for."""
+    others = await reader.other_tenants()
+    if not others:
+        return None
+    held = "tenant" if len(others) == 1 else "tenants"
+    return (
+        f"tenant {reader.tenant} holds none of it; this store holds history in {held} "
+        f"{', '.join(others)}: choose one with --tenant {others[0]} (import-local writes "
+        f"to tenant {DEFAULT_TENANT} unless given --tenant)"
+    )
 
 
 def run_reading(
@@ -114,7 +132,13 @@ def run_reading(
 
     async def main() -> None:
         async with open_reader(args) as reader:
-            await read(reader, args)
+            try:
+                await read(reader, args)
+            except ConnectError as error:
+                hint = await tenant_hint(reader) if error.code is Code.NOT_FOUND else None
+                if hint is None:
+                    raise
+                raise ConnectError(error.code, f"{error.message}; {hint}") from None
 
     try:
         asyncio.run(main())

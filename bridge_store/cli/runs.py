@@ -20,7 +20,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="List one agent's runs, newest first: turn, status, model, start, "
         "duration, tokens and error.",
     )
-    runs.add_argument("agent_id", metavar="AGENT_ID")
+    runs.add_argument("agent_id", metavar="AGENT_ID", help="the agent, as 'agents' lists it")
     runs.add_argument("--json", action="store_true", help="one JSON document per line")
     add_read_arguments(runs)
 

@@ -18,10 +18,12 @@ from ..errors import ConfigurationError
 from ..plugins import get_plugin_manager
 from ..security.auth import TokenRegistry
 from ..security.encryption import KEY_FILE_ENV
-from ..security.tokens import TOKEN_ENV, load_or_generate
+from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, load_or_generate
 from ..security.tokens_file import TOKENS_FILE_ENV, open_registry
 from ..stores import ResolvedStores, Routes, resolve
 from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from ..viewer import UI_PATH
+from ..viewer.welcome import BridgeHint
 from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .keys import keyring_from
@@ -93,7 +95,7 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_REQUEST_BYTES,
         metavar="N",
-        help="largest request body accepted, after decompression (default: %(default)s)",
+        help="largest request body accepted, after decompression (default: %(default)s, 128 MiB)",
     )
     serve.add_argument(
         "--gzip-min-bytes",
@@ -248,12 +250,16 @@ def _serve_on(
         ui=args.ui,
         backend_timeout=options.timeout,
         retain=retention_from(args),
+        bridge_hint=_bridge_hint(args, os.environ),
     )
     app = create_app(config, resolved=resolved, tracing=tracing)
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
     ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
+    if args.ui:
+        # The viewer is the first thing a person wants to open; the URL says where.
+        ready["viewerUrl"] = f"{ready['url']}{UI_PATH.strip('/')}/"
     if generated_token_file is not None:
         ready["authTokenFile"] = str(generated_token_file)
     server_config = uvicorn.Config(
@@ -298,3 +304,13 @@ def _token_registry(
             f"and {TOKEN_ENV}, or add that token to the tokens file"
         )
     return open_registry(Path(tokens_file)), None
+
+
+def _bridge_hint(args: argparse.Namespace, environ: Mapping[str, str]) -> BridgeHint:
+    """Where a bridge finds the token _token_registry chose (the viewer's empty page
+    shows it): the tokens file, the environment, or the one token's file."""
+    if args.tokens_file or environ.get(TOKENS_FILE_ENV):
+        return BridgeHint(named_tokens=True)
+    if environ.get(TOKEN_ENV, "").strip():
+        return BridgeHint(token_env=True)
+    return BridgeHint(token_file=str(Path(args.auth_token_file or DEFAULT_TOKEN_FILE).absolute()))

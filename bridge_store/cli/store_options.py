@@ -34,7 +34,7 @@ def add_store_arguments(parser: argparse.ArgumentParser, title: str = "storage")
         metavar="URL",
         help=(
             f"URL for every substore (env {STORE_ENV}; "
-            "default: a SQLite file in the current directory)"
+            f"default: {DEFAULT_STORE_URL}, a file in the current directory)"
         ),
     )
     for flag, name in (

@@ -40,14 +40,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=[scope.value for scope in Scope],
         help="read: get and list only; write: what a bridge does; admin: also prune, export",
     )
-    listing = actions.add_parser("list", help="show names, tenants and scopes")
-    revoke = actions.add_parser("revoke", help="remove a token; servers refuse it within 2 s")
-    revoke.add_argument("name")
+    listing = actions.add_parser(
+        "list",
+        help="show names, tenants and scopes",
+        description="Show each token's name, tenant, scope and the start of its SHA-256.",
+    )
+    revoke = actions.add_parser(
+        "revoke",
+        help="remove a token; servers refuse it within 2 s",
+        description="Remove a token from the file; running servers refuse it within 2 s.",
+    )
+    revoke.add_argument("name", help="the token's name, as 'token list' shows it")
     for parser in (add, listing, revoke):
         parser.add_argument(
             "--tokens-file",
             metavar="PATH",
-            help=f"the tokens file (env {TOKENS_FILE_ENV})",
+            help=f"the tokens file (env {TOKENS_FILE_ENV}; one of the two is required)",
         )
 
 

@@ -26,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Print a run's transcript: prompts, answers, thinking, tool calls, status "
         "changes and token usage (rendered on a terminal, plain lines otherwise).",
     )
-    transcript.add_argument("run_id", metavar="RUN_ID")
+    transcript.add_argument("run_id", metavar="RUN_ID", help="the run, as 'runs' lists it")
     transcript.add_argument("--agent", metavar="AGENT_ID", help="the run's agent, if ambiguous")
     transcript.add_argument(
         "--follow", action="store_true", help="keep printing new events until the run ends"

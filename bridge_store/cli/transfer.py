@@ -55,7 +55,8 @@ def add_end_arguments(parser: argparse.ArgumentParser, end: str, role: str) -> N
 def add_store_argument(parser: argparse.ArgumentParser, role: str) -> None:
     """``--store URL`` with per-substore flags, as :func:`add_end_arguments` for ``store``."""
     group = parser.add_argument_group(role, "Store URLs as serve's.")
-    group.add_argument("--store", metavar="URL", required=True, help=f"URL of the {role}")
+    # role names the store ("the store to export"): "URL of the the store" otherwise.
+    group.add_argument("--store", metavar="URL", required=True, help=f"URL of {role}")
     for flag, _, name in _SUBSTORE_FLAGS:
         group.add_argument(f"--{flag}", metavar="URL", help=f"URL of {name} (default: --store)")
     group.add_argument(

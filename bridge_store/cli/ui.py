@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     token = load_or_generate(args.auth_token_file, dict(os.environ))
     host, port = listener.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
-    ready = {"url": f"http://{shown_host}:{port}{UI_PATH}/", "version": __version__}
+    viewer_url = f"http://{shown_host}:{port}{UI_PATH}/"
+    # viewerUrl as serve's ready line has it, so a reader of either finds the viewer there.
+    ready = {"url": viewer_url, "version": __version__, "viewerUrl": viewer_url}
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(

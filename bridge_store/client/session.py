@@ -8,10 +8,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigurationError
+from ..security.tokens import read_token_file
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess
 from .bridge import (
     LOCAL_STORE,
@@ -22,6 +24,7 @@ from .bridge import (
     local_options,
 )
 from .store import Sidecar, check_store, start_sidecar
+from .viewer_access import embedded_token_file, token_from_file
 
 if TYPE_CHECKING:
     import cursor_sdk
@@ -50,12 +53,16 @@ class Session:
         store_auth_token: str,
         workspace: str,
         store_ca_file: str | os.PathLike[str] | None = None,
+        auth_token_file: Path | None = None,
     ) -> None:
         self.bridge = bridge
         #: The store server this session started, or None when it uses an existing one.
         self.sidecar = sidecar
         self.store_url = store_url
         self.store_auth_token = store_auth_token
+        #: The file holding the store's token (absolute), if it is kept in one: sign in
+        #: to the viewer with its contents.
+        self.auth_token_file = auth_token_file
         self.store_ca_file = store_ca_file
         self.workspace = workspace
         self._lock = threading.Lock()
@@ -79,6 +86,15 @@ class Session:
                 if not self._closing and self._failure is None:
                     self._failure = message
         self._ended.set()
+
+    @property
+    def viewer_url(self) -> str | None:
+        """The history viewer of the store this session started (its ready line's
+        ``viewerUrl``); None for an existing store, whose owner knows where its viewer is."""
+        if self.sidecar is None:
+            return None
+        url = self.sidecar.ready.get("viewerUrl")
+        return url if isinstance(url, str) else None
 
     @property
     def local(self) -> dict[str, Any]:
@@ -199,6 +215,7 @@ def launch(
     checkpoints: str | None = None,
     store_url: str | None = None,
     auth_token: str | None = None,
+    auth_token_file: str | os.PathLike[str] | None = None,
     store_ca_file: str | os.PathLike[str] | None = None,
     bridge_command: Sequence[str] | None = None,
     bridge_args: Sequence[str] = (),
@@ -214,11 +231,16 @@ def launch(
 
     ``store`` (and the per-substore URLs) configure an embedded ``bridge-store serve``
     on a free loopback port, like serve's flags; what is not given comes from serve's
-    environment (``BRIDGE_STORE_URL`` ...) or its default, ``./bridge-store.db``. With
-    ``store_url`` and ``auth_token`` the bridge uses that running store instead, after
-    one CallStore call has shown it reachable and accepting the token; for an
-    ``https://`` store whose certificate a private CA signed, ``store_ca_file`` (PEM) is
-    trusted by that check and by the bridge (``NODE_EXTRA_CA_CERTS``).
+    environment (``BRIDGE_STORE_URL`` ...) or its default, ``./bridge-store.db``. Its
+    viewer is at ``session.viewer_url``; its token is ``auth_token``, else the one in
+    ``auth_token_file`` (created 0600 if missing), else the one beside the agents'
+    SQLite database (``agents.db`` -> ``agents.token``, created likewise), else a fresh
+    one kept in memory (:mod:`.viewer_access`). ``session.auth_token_file`` names the
+    file. With ``store_url`` and ``auth_token`` (or ``auth_token_file``) the bridge
+    uses that running store instead, after one CallStore call has shown it reachable
+    and accepting the token; for an ``https://`` store whose certificate a private CA
+    signed, ``store_ca_file`` (PEM) is trusted by that check and by the bridge
+    (``NODE_EXTRA_CA_CERTS``).
 
     ``workspace`` (default: the current directory) is the bridge's default ``cwd``.
     ``bridge_command`` replaces the launcher (default ``$CURSOR_SDK_BRIDGE_BIN``, else
@@ -229,9 +251,16 @@ def launch(
     workspace = os.fspath(workspace if workspace is not None else os.getcwd())
     command = list(bridge_command) if bridge_command is not None else [bridge_path()]
     sidecar: Sidecar | None = None
+    if auth_token is not None and auth_token_file is not None:
+        raise ConfigurationError("give the store's token as auth_token or auth_token_file")
+    token_file = Path(auth_token_file).absolute() if auth_token_file is not None else None
     if store_url is not None:
+        if token_file is not None:
+            auth_token = read_token_file(token_file)
         if auth_token is None:
-            raise ConfigurationError("an existing store (store_url) needs its auth_token")
+            raise ConfigurationError(
+                "an existing store (store_url) needs its auth_token or auth_token_file"
+            )
         embedded = (store, agents, runs, run_events, checkpoints)
         if any(url is not None for url in embedded):
             raise ConfigurationError("store URLs configure an embedded store, not store_url")
@@ -240,16 +269,34 @@ def launch(
     else:
         if store_ca_file is not None:
             raise ConfigurationError("store_ca_file is for an existing store (store_url)")
+        if auth_token is None and token_file is None:
+            beside = embedded_token_file(store, agents, {**os.environ, **(env or {})})
+            token_file = beside.absolute() if beside is not None else None
+        unsaved: ConfigurationError | None = None
+        if token_file is not None:
+            try:
+                auth_token = token_from_file(token_file).value
+            except ConfigurationError as problem:
+                # A directory the token cannot be written to is one the store cannot
+                # create its database in either, and the store's own error names that
+                # fix; this one is raised if the store starts after all.
+                unsaved = problem
         sidecar = start_sidecar(
             store,
             agents=agents,
             runs=runs,
             run_events=run_events,
             checkpoints=checkpoints,
+            auth_token=auth_token,
+            # The server reads the file too, and its viewer names it.
+            auth_token_file=token_file if unsaved is None else None,
             env=env,
             echo=echo,
             timeout=timeout,
         )
+        if unsaved is not None:
+            sidecar.close()
+            raise unsaved
         store_url, token = sidecar.url, sidecar.auth_token
     try:
         bridge = launch_bridge(
@@ -278,4 +325,5 @@ def launch(
         store_auth_token=token,
         workspace=workspace,
         store_ca_file=store_ca_file,
+        auth_token_file=token_file,
     )

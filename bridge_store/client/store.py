@@ -83,12 +83,14 @@ def start_sidecar(
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
+    auth_token_file: os.PathLike[str] | str | None = None,
 ) -> Sidecar:
     """Start ``bridge-store serve`` for ``store`` (and per-substore URLs) on a free port.
 
     URLs not given come from serve's environment (``BRIDGE_STORE_URL`` ...) or its
     default. The token (a new random one unless given) reaches the server through its
-    environment, never its command line, where other local users could read it.
+    environment, never its command line, where other local users could read it; or,
+    with ``auth_token_file`` (holding ``auth_token``), through that file.
     """
     args = ["--host", host, "--port", str(port), "--log-level", log_level]
     args += sidecar_args(
@@ -96,7 +98,14 @@ def start_sidecar(
     )
     if not migrate:
         args.append("--no-migrate")
-    return start_serve(args, auth_token=auth_token, env=env, echo=echo, timeout=timeout)
+    return start_serve(
+        args,
+        auth_token=auth_token,
+        auth_token_file=auth_token_file,
+        env=env,
+        echo=echo,
+        timeout=timeout,
+    )
 
 
 def start_serve(
@@ -107,26 +116,32 @@ def start_serve(
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
+    auth_token_file: os.PathLike[str] | str | None = None,
 ) -> Sidecar:
     """Start ``bridge-store serve *args`` and wait until it is ready.
 
     The lower level of :func:`start_sidecar`, for callers that pass serve's own
     options. The token (a new random one unless given) reaches the server through its
-    environment, never its command line. With ``tokens_file`` the server takes the
-    named tokens of that file instead, and ``auth_token`` (required then) is the one
-    of them the returned Sidecar calls with.
+    environment, never its command line. With ``auth_token_file`` (which holds
+    ``auth_token``) the server reads it from that file instead, and its viewer names
+    the file to whoever would connect a bridge. With ``tokens_file`` the server takes
+    the named tokens of that file instead, and ``auth_token`` (required then) is the
+    one of them the returned Sidecar calls with.
     """
     child_env = {**os.environ, **(env or {})}
     argv = [sys.executable, "-m", "bridge_store", "serve", *args]
-    if tokens_file is None:
+    if tokens_file is None and auth_token_file is None:
         token = auth_token or new_token()
         child_env[TOKEN_ENV] = token
     else:
         if auth_token is None:
-            raise ValueError("with tokens_file, give the auth_token to call with")
+            raise ValueError("with tokens_file or auth_token_file, give the auth_token")
         token = auth_token
         child_env.pop(TOKEN_ENV, None)
-        argv += ["--tokens-file", os.fspath(tokens_file)]
+        if tokens_file is not None:
+            argv += ["--tokens-file", os.fspath(tokens_file)]
+        elif auth_token_file is not None:
+            argv += ["--auth-token-file", os.fspath(auth_token_file)]
     process, pump, ready = start(
         argv,
         child_env,

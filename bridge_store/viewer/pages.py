@@ -19,6 +19,7 @@ from . import queries
 from .reader import HistoryReader
 from .search import Searcher, search
 from .transcript import TranscriptBuilder, usage_counts
+from .welcome import Welcome
 
 #: Raw event pages are for looking at a few events closely.
 DEFAULT_RAW_EVENTS = 50
@@ -35,10 +36,16 @@ class View:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What a signed-in request reads with, scoped to its principal's tenant."""
+    """What a signed-in request reads with, scoped to its principal's tenant.
+
+    ``welcome`` is what an empty agents list tells that principal; ``server_url`` the
+    server's address as the request reached it (for the command that connects a bridge).
+    """
 
     reader: HistoryReader
     searcher: Searcher
+    welcome: Welcome | None = None
+    server_url: str = ""
 
 
 PageFunction = Callable[[Context, QueryParams], Awaitable[View]]
@@ -78,6 +85,10 @@ async def agents(context: Context, params: QueryParams) -> View:
     # A page size given in the address stays in the pager's links, like the filters.
     data["limit"] = params.get("limit") or None
     data["statuses"] = list(queries.AGENT_STATUSES)
+    unfiltered = not any(data["filters"].values()) and data["cursor"] is None
+    if context.welcome is not None and unfiltered and not data["agents"] and not data["next"]:
+        # The first page anyone sees: how to fill it, rather than "nothing matches".
+        data["welcome"] = await context.welcome.describe(context.server_url)
     return View("agents.html", "Agents", data)
 
 

@@ -17,13 +17,13 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..connect import CALL_STORE_PATH
 from ..dispatch import call_store
 from ..errors import Code, ConnectError, unavailable
-from ..security.auth import Principal
+from ..security.auth import Principal, is_valid_tenant
 from ..stores import Stores
 from ..types import Document
 from ..urls import redact
@@ -58,9 +58,27 @@ def public_agent(agent: Document) -> Document:
 
 @dataclass(frozen=True, slots=True)
 class HistoryReader:
-    """Read-only history: agents, runs and run events, paged by the store's own cursors."""
+    """Read-only history: agents, runs and run events, paged by the store's own cursors.
+
+    ``tenant`` is the tenant read, when the reader knows it; ``tenants`` lists the
+    store's tenants holding agents, given only to a reader of the whole store (a CLI
+    reading a store URL), for saying where history is when this tenant has none.
+    """
 
     call: CallStoreFn
+    tenant: str | None = None
+    tenants: Callable[[], Awaitable[Sequence[str]]] | None = None
+
+    async def other_tenants(self) -> list[str]:
+        """The tenants besides this one holding agents (none when not to be told).
+
+        Only valid tenant names: a store written around the server (a hostile row, a
+        key with terminal escapes in it) cannot put text on the reader's terminal.
+        """
+        if self.tenants is None:
+            return []
+        found = set(await self.tenants()) - {self.tenant}
+        return sorted(name for name in found if is_valid_tenant(name))
 
     async def _read(self, substore: str, method: str, data: Document) -> Document | None:
         assert method in READ_METHODS, method

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -113,7 +113,9 @@ class Viewer(Generic[Principal]):
 
     async def _context(self, request: Request) -> pages.Context | None:
         principal = await self.sessions.principal(request)
-        return None if principal is None else self.context_for(principal)
+        if principal is None:
+            return None
+        return replace(self.context_for(principal), server_url=_server_url(request))
 
     def _unauthenticated(self, request: Request, wanted: str) -> Response:
         if wanted != "html":
@@ -256,6 +258,11 @@ def _json(data: Any, *, status: int = 200) -> Response:
 def _base(request: Request) -> str:
     """The path the viewer is mounted at ("/ui"), from Starlette's Mount."""
     return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _server_url(request: Request) -> str:
+    """The server's root as this request reached it (the viewer is mounted below it)."""
+    return str(request.url.replace(path=_base(request).rpartition("/")[0] + "/", query=""))
 
 
 def _secure(request: Request) -> bool:

@@ -1,4 +1,4 @@
-"""Rewrite the CLI help blocks in README.md from the real parser.
+"""Rewrite the CLI help blocks in docs/cli.md from the real parser.
 
 Each block sits between ``<!-- help: ARGS -->`` and ``<!-- /help -->`` and holds the
 output of ``bridge-store ARGS --help``. tests/test_readme.py fails when a block is
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from bridge_store.cli import build_parser
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+CLI_DOCS = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 BLOCK = re.compile(r"(<!-- help: (?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /help -->)", re.S)
-#: argparse wraps to the terminal width; pin it so the README does not depend on it.
+#: argparse wraps to the terminal width; pin it so the page does not depend on it.
 HELP_COLUMNS = "100"
 
 
@@ -37,14 +37,14 @@ def help_text(args: str) -> str:
     return out.getvalue()
 
 
-def render(readme: str) -> str:
+def render(page: str) -> str:
     def replace(match: re.Match[str]) -> str:
         body = f"```\n{help_text(match['args'])}```\n"
         return f"{match.group(1)}{body}{match.group(4)}"
 
-    return BLOCK.sub(replace, readme)
+    return BLOCK.sub(replace, page)
 
 
 if __name__ == "__main__":
-    README.write_text(render(README.read_text()))
+    CLI_DOCS.write_text(render(CLI_DOCS.read_text()))
     sys.exit(0)

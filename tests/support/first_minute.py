@@ -1,0 +1,251 @@
+"""Follow the README's first minute literally: from its first command to an agent on screen.
+
+Run as ``python -m tests.support.first_minute CLONE WHEELHOUSE WORKDIR`` (by
+``tests/test_first_minute.py``, in a network namespace of its own so the README's
+fixed port, 8787, is always free). The README's shell blocks are taken from the
+README itself, as tests/test_readme.py reads them, so the two cannot drift:
+
+1. the quick start's first block (install, then ``bridge-store serve``) runs in the
+   background until its ready line;
+2. the first minute's first block (the token, then ``python3 -m webbrowser``) runs;
+   ``$BROWSER`` is a script that records the address, which Chromium then opens, and
+   the token the block printed signs in;
+3. the empty store's page must show the command that connects a bridge here, and pass
+   axe-core's WCAG 2 A/AA checks (their time is not counted);
+4. the first minute's second block (``launch()`` a bridge and an agent) runs, with the
+   real bridge on the stand-in Cursor API (``CURSOR_BACKEND_URL``);
+5. the viewer, reloaded, must show the agent the README names.
+
+``pip`` installs from a local wheelhouse (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``): the
+package index's speed is not the README's to answer for. The seconds from the first
+command to the agent on screen, and each step's, are written as JSON to
+``WORKDIR/result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+from bench.cursor_api import CursorApiStub
+from bridge_store.config import READY_PREFIX
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+#: What any one step may take before the run is called broken (installs included);
+#: the time that matters is measured, not bounded, here.
+STEP_TIMEOUT_SECONDS = 300.0
+UI_TIMEOUT_MS = 60_000
+#: Stands for the reader's Cursor API key; the stand-in API takes any.
+API_KEY = "key-of-the-first-minute"
+#: axe-core, where scripts/ensure-browser puts it (as tests/test_viewer_browser.py finds it).
+AXE = (
+    Path(
+        os.environ.get("BRIDGE_STORE_TEST_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bridge-store"
+    )
+    / "node_modules"
+    / "axe-core"
+    / "axe.min.js"
+)
+
+
+def accessibility_violations(page: Page) -> list[str]:
+    """The ids of axe-core's WCAG 2 A/AA violations on the page as it is now."""
+    page.evaluate(AXE.read_text(encoding="utf-8") + "\n;undefined")
+    tags = ["wcag2a", "wcag2aa", "best-practice"]
+    result = page.evaluate(
+        "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})", tags
+    )
+    return [violation["id"] for violation in result["violations"]]
+
+
+def shell_blocks(text: str) -> list[str]:
+    """The text of every ```sh block, in order (as tests/test_readme.py reads them)."""
+    return re.findall(r"```sh\n(.*?)```", text, re.S)
+
+
+def section(text: str, heading: str) -> str:
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def first_minute_heading(text: str) -> str:
+    headings: list[str] = re.findall(r"^## (The first minute.*)$", text, re.M)
+    (heading,) = headings
+    return heading
+
+
+def environment(workdir: Path, wheelhouse: Path, api_url: str) -> dict[str, str]:
+    """A new user's shell: Python 3.11 on the PATH, an empty home, the stand-in Cursor
+    API and a ``$BROWSER`` that records what it is asked to open. Nothing else is
+    inherited (no BRIDGE_STORE_* variable, no virtualenv)."""
+    bin_dir = workdir / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    python = bin_dir / "python3"
+    if not python.exists():
+        python.symlink_to(Path(getattr(sys, "_base_executable", sys.executable)).resolve())
+    browser = bin_dir / "record-browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{workdir / "opened"}"\n')
+    browser.chmod(0o755)
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    tmp = workdir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "BROWSER": str(browser),
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheelhouse),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "CURSOR_BACKEND_URL": api_url,
+        "CURSOR_API_KEY": API_KEY,
+    }
+
+
+def _pump(stream: IO[str], into: Path, ready: list[str], seen: threading.Event) -> None:
+    with into.open("a") as log:
+        for line in stream:
+            log.write(line)
+            log.flush()
+            if not ready and line.startswith(READY_PREFIX):
+                ready.append(line)
+                seen.set()
+    seen.set()
+
+
+@contextmanager
+def serving(command: str, clone: Path, env: dict[str, str], logs: Path) -> Iterator[dict[str, Any]]:
+    """The quick start's command in the background until its ready line; stopped after."""
+    process = subprocess.Popen(
+        ["bash", "-e", "-c", command],
+        cwd=clone,
+        env=env,
+        stdout=(logs / "serve.out").open("w"),
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # bash and serve behind it stop together
+    )
+    assert process.stderr is not None
+    ready: list[str] = []
+    seen = threading.Event()
+    threading.Thread(
+        target=_pump, args=(process.stderr, logs / "serve.err", ready, seen), daemon=True
+    ).start()
+    try:
+        if not seen.wait(STEP_TIMEOUT_SECONDS) or not ready:
+            raise AssertionError(
+                f"the quick start's command printed no ready line:\n{tail(logs / 'serve.err')}"
+            )
+        yield json.loads(ready[0].removeprefix(READY_PREFIX))
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(STEP_TIMEOUT_SECONDS)
+
+
+def run_block(block: str, clone: Path, env: dict[str, str], logs: Path, name: str) -> str:
+    """One README block in bash, as a reader pastes it; its stdout."""
+    done = subprocess.run(
+        ["bash", "-e", "-c", block],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_SECONDS,
+        check=False,
+    )
+    (logs / f"{name}.out").write_text(done.stdout)
+    (logs / f"{name}.err").write_text(done.stderr)
+    if done.returncode != 0:
+        raise AssertionError(f"{name} exited with {done.returncode}:\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text().splitlines()[-lines:])
+    except OSError:
+        return "(nothing)"
+
+
+def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
+    readme = (clone / "README.md").read_text()
+    serve_command, test_command = (
+        block.strip() for block in shell_blocks(section(readme, "Quick start"))
+    )
+    assert test_command == "./scripts/test"  # the suite itself, which runs this
+    open_viewer, run_bridge = shell_blocks(section(readme, first_minute_heading(readme)))
+    (agent_name,) = re.findall(r'name="([^"]+)"', run_bridge)
+    logs = workdir / "logs"
+    logs.mkdir(exist_ok=True)
+    steps: dict[str, float] = {}
+    with CursorApiStub() as api, sync_playwright() as playwright:
+        env = environment(workdir, wheelhouse, api.url)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        started = time.monotonic()
+        with serving(serve_command, clone, env, logs) as ready:
+            steps["installed and serving"] = time.monotonic() - started
+            printed = run_block(open_viewer, clone, env, logs, "open-the-viewer")
+            token = printed.splitlines()[0].strip()
+            (address,) = (workdir / "opened").read_text().split()
+            page = browser.new_page()
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            page.goto(address)
+            # The address the README opens lands on the viewer, which asks for the token.
+            page.get_by_label("Store token").fill(token)
+            page.get_by_role("button", name="Sign in").click()
+            expect(
+                page.get_by_role("heading", name="No agents to show in tenant default")
+            ).to_be_visible()
+            connect = (
+                f"bridge-store bridge --store-callback-url {ready['url']} "
+                f"--store-auth-token-file {clone / 'bridge-store.token'}"
+            )
+            expect(page.locator("pre code")).to_have_text(connect)
+            steps["signed in"] = time.monotonic() - started
+            checking = time.monotonic()
+            page.screenshot(path=str(workdir / "empty-store.png"), full_page=True)
+            assert accessibility_violations(page) == []
+            started += time.monotonic() - checking  # the checks are not the reader's time
+            run_block(run_bridge, clone, env, logs, "run-a-bridge")
+            steps["agent made"] = time.monotonic() - started
+            page.reload()
+            expect(page.get_by_role("link", name=agent_name)).to_be_visible()
+            seconds = time.monotonic() - started
+            page.screenshot(path=str(workdir / "agent-in-the-viewer.png"), full_page=True)
+            browser.close()
+        cursor_api_paths = api.paths()
+    return {
+        "seconds": seconds,
+        "steps": steps,
+        "agent": agent_name,
+        "viewerUrl": ready.get("viewerUrl"),
+        "address": address,
+        "cursorApiPaths": cursor_api_paths,
+    }
+
+
+def main(argv: list[str]) -> int:
+    clone, wheelhouse, workdir = (Path(arg) for arg in argv)
+    result = follow(clone, wheelhouse, workdir)
+    (workdir / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
