@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import invalid_argument
+from .sort_keys import sort_integer
 from .substores import AgentPosition, BlobRef, RunPosition
 from .types import Document
 
@@ -343,12 +344,17 @@ def _cursor_id(text: str, field: str) -> str:
     return text
 
 
-def agent_cursor(position: AgentPosition) -> str:
-    return _encode_cursor("agents", position.updated_at, position.agent_id)
+def agent_cursor(position: AgentPosition) -> str | None:
+    """None if no cursor goes past the agent (:mod:`.sort_keys`): the listing ends."""
+    at = sort_integer(position.updated_at, ascending=False, bound=MAX_SAFE_INTEGER)
+    return None if at is None else _encode_cursor("agents", at, position.agent_id)
 
 
-def run_cursor(position: RunPosition) -> str:
-    return _encode_cursor("runs", position.turn_number, position.run_id, position.agent_id)
+def run_cursor(position: RunPosition) -> str | None:
+    """None if no cursor goes past the run (:mod:`.sort_keys`): the listing ends."""
+    turn = sort_integer(position.turn_number, ascending=True, bound=MAX_SAFE_INTEGER)
+    ids = (position.run_id, position.agent_id)
+    return None if turn is None else _encode_cursor("runs", turn, *ids)
 
 
 def blob_cursor(ref: BlobRef) -> str:

@@ -66,8 +66,8 @@ async def _agents_list(stores: Stores, caller: Principal, data: Document) -> Doc
     )
     items, more = c.page(rows, limit)
     result: Document = {"items": items}
-    if more:
-        result["nextCursor"] = c.agent_cursor(agent_position(items[-1]))
+    if more and (cursor := c.agent_cursor(agent_position(items[-1]))) is not None:
+        result["nextCursor"] = cursor
     return result
 
 
@@ -113,8 +113,8 @@ async def _runs_list(stores: Stores, caller: Principal, data: Document) -> Docum
     )
     items, more = c.page(rows, limit)
     result: Document = {"items": items}
-    if more:
-        result["nextCursor"] = c.run_cursor(run_position(items[-1]))
+    if more and (cursor := c.run_cursor(run_position(items[-1]))) is not None:
+        result["nextCursor"] = cursor
     return result
 
 

@@ -1,6 +1,7 @@
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = [
+    "tests.support.docker",
     "tests.support.fake_bridge",
     "tests.support.postgres",
     "tests.support.redis",

@@ -1,11 +1,12 @@
 """docker-compose.yml and the Dockerfile stay in step with the CLI and the package.
 
-No Docker engine runs here, so both are checked as data: every command of the
-project's image parses with the real CLI parser, every BRIDGE_STORE_* variable is
-one the CLI reads and names in its help, store URLs resolve to installed backends,
-the services' dependencies, health checks and ports fit together, images are pinned,
-and the health checks, run against real servers, pass only when serve is ready.
-deploy/kubernetes is checked the same way by tests/test_kubernetes.py.
+Both are checked here as data (tests/test_container.py and tests/test_compose.py run
+them on the engine): every command of the project's image parses with the real CLI
+parser, every BRIDGE_STORE_* variable is one the CLI reads and names in its help,
+store URLs resolve to installed backends, the services' dependencies, health checks
+and ports fit together, images are pinned, and the health checks, run against real
+servers, pass only when serve is ready. deploy/kubernetes is checked the same way by
+tests/test_kubernetes.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import tomllib
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import yaml
@@ -233,6 +234,44 @@ def test_compose_images_are_pinned_to_versions() -> None:
     for name, image in images.items():
         _, _, tag = image.rpartition(":")
         assert VERSION_TAG.fullmatch(tag), f"{name}: {image} is not pinned to a version"
+
+
+def test_the_projects_services_share_the_image_the_kubernetes_manifests_name() -> None:
+    version = PYPROJECT["project"]["version"]
+    for name, service in own_image_services().items():
+        assert service["image"] == f"bridge-store:{version}", name
+
+
+def test_the_migrate_job_waits_until_every_backend_it_upgrades_is_there() -> None:
+    # `db upgrade` opens every route, the bucket included: run before the create-bucket
+    # job it exited 2 ("bucket 'agent-checkpoints' does not exist") and nothing started.
+    routes = routes_from(parse("migrate"), SERVICES["migrate"]["environment"])
+    hosts = {
+        urlsplit(routes.agents).hostname,
+        urlsplit(routes.run_events).hostname,
+        urlsplit(dict(parse_qsl(urlsplit(routes.checkpoints).query))["endpoint_url"]).hostname,
+    }
+    assert hosts == {"postgres", "redis", "minio"}
+    depends = SERVICES["migrate"]["depends_on"]
+    for host in hosts:
+        ready = depends.get(host, {}).get("condition") == "service_healthy"
+        # Or a job that waited for it and made what the upgrade needs (the bucket).
+        prepared = [
+            job
+            for job, condition in depends.items()
+            if condition["condition"] == "service_completed_successfully"
+            and host in SERVICES[job].get("depends_on", {})
+        ]
+        assert ready or prepared, host
+
+
+def test_postgres_is_healthy_only_once_it_answers_over_tcp() -> None:
+    # On its first start the image makes the database with a server listening on its
+    # socket only (seen answering pg_isready there while TCP was refused); the jobs
+    # and servers that wait for health connect over TCP.
+    test = SERVICES["postgres"]["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "pg_isready"]
+    assert test[test.index("-h") + 1] == "127.0.0.1"
 
 
 def test_compose_store_servers_are_healthy_when_ready(targets: ProbeTargets) -> None:

@@ -5,7 +5,9 @@ every container of the project's image runs a command the real CLI parser accept
 (its --config file read by the real config reader), its ports and probes are where
 that command listens, every probe is tried on two real servers (one ready, one alive
 but not ready) and must behave as liveness or readiness, every variable is one the
-command reads, and the pod runs as the image's user.
+command reads, and the pod runs as the image's user. Then each layout's pod runs on
+the image the Dockerfile builds (tests/support/pods.py): its args, environment,
+security context, volumes and probes as the spec gives them, its backends beside it.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 import argparse
 import posixpath
 import re
+import secrets
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,9 @@ from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.tokens import TOKEN_ENV
 from bridge_store.stores import resolve
 from bridge_store.urls import redact
+from tests.support.docker import BuiltImage, docker
 from tests.support.dockerfile import ROOT, Dockerfile
+from tests.support.pods import Pod, passes, security_options, start_backends, timed, wait_started
 from tests.support.probes import LOOPBACK_URL, ProbeTargets, probe_targets
 
 KUBERNETES = ROOT / "deploy" / "kubernetes"
@@ -302,3 +307,77 @@ def test_the_sidecar_pod_pairs_a_bridge_with_its_own_store_on_loopback(tmp_path:
     # The same backends as the shared layout: every such pod sees the team's agents.
     (shared,) = [s for s in SERVERS if s.layout == "shared"]
     assert store.spec["env"] == shared.spec["env"]
+
+
+# -- on the built image ---------------------------------------------------------------
+
+
+def config_map_of(layout_name: str) -> Callable[[str], dict[str, str]]:
+    return lambda name: dict(document(layout_name, "ConfigMap", name)["data"])
+
+
+#: The AWS chain's credentials, as a pod's service account would provide them.
+POD_AWS_ENV = {"AWS_ACCESS_KEY_ID": "pod-key", "AWS_SECRET_ACCESS_KEY": "pod-secret"}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("docker_cleanup")
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_each_layout_runs_on_the_built_image_as_its_pod_would(
+    name: str, project_image: BuiltImage, tmp_path: Path
+) -> None:
+    # The image the manifests name is what the Dockerfile builds, at this version.
+    version = docker("run", "--rm", "--network", "none", project_image.tag, "--version")
+    assert f"bridge-store:{version}" == IMAGE
+    members = [c for c in CONTAINERS if c.layout == name]
+    (pod_spec,) = {id(c.pod): c.pod for c in members}.values()
+    pod = Pod(tmp_path, pod_spec["securityContext"].get("fsGroup"))
+    made_up = {"auth-token": secrets.token_hex(16)}
+    checkpoints: dict[str, str] = {}
+    if any(
+        v.get("valueFrom", {}).get("secretKeyRef", {}).get("key") == "store-url"
+        for c in members
+        for v in c.spec.get("env", [])
+    ):
+        backends = start_backends(pod)
+        made_up["store-url"] = backends.store_url
+        checkpoints = {"BRIDGE_STORE_CHECKPOINTS_URL": backends.checkpoints_url, **POD_AWS_ENV}
+
+    running = []
+    # Init sidecars first, each started (its startup probe passed) before the next.
+    for member in members:
+        environment = {
+            v["name"]: v.get("value") or made_up[v["valueFrom"]["secretKeyRef"]["key"]]
+            for v in member.spec.get("env", [])
+        }
+        if "--config" in member.spec["args"]:
+            # The config's bucket is in AWS; the pod's S3 server stands in for it.
+            environment |= checkpoints
+        options = [
+            *security_options(member.pod, member.spec),
+            *pod.volume_options(member.workload, member.spec, config_map_of(member.layout)),
+        ]
+        for variable, value in environment.items():
+            options += ["--env", f"{variable}={value}"]
+        container = pod.run(project_image.tag, *member.spec["args"], options=tuple(options))
+        ports = {p["name"]: p["containerPort"] for p in member.spec.get("ports", [])}
+        wait_started(container, member.spec, ports)
+        running.append((member, container, ports))
+
+    for member, container, ports in running:
+        for kind, probe in probes(member).items():
+            assert passes(container, probe, ports), (member.name, kind, container.logs()[-2000:])
+
+    # Stopped as the kubelet stops a pod: the app, then its sidecar, each by itself
+    # (exit 0) within the pod's grace period.
+    grace = pod_spec["terminationGracePeriodSeconds"]
+    for member, container, _ in reversed(running):
+        with timed() as took:
+            docker("stop", "--time", str(grace), container.name, timeout=grace + 30)
+        state = container.state()
+        assert (state["ExitCode"], state["OOMKilled"]) == (0, False), (
+            member.name,
+            container.logs()[-2000:],
+        )
+        assert took() < grace, member.name

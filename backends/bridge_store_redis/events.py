@@ -44,7 +44,7 @@ from bridge_store.wire.jsontext import dumps, loads_document
 
 from ._rows import DELETE_BATCH, Tenants, tenants_holding
 from .errors import redis_errors
-from .keys import KeySpace, from_utf8, utf8
+from .keys import KeySpace, from_utf8, tenant_of_part, utf8
 from .scripts import Scripts
 
 #: Digits of the seq at the head of each member (2**53 has 16).
@@ -149,17 +149,20 @@ class RedisRunEvents:
                 await self._client.unlink(keys.event_log(run_id), keys.event_keys(run_id))
             return
         # SCAN may return a key twice; UNLINK of a missing key is harmless.
-        async for key in self._client.scan_iter(match=keys.event_logs_pattern(), count=1000):
-            await self._client.unlink(key)
+        for pattern in keys.event_logs_patterns():
+            async for key in self._client.scan_iter(match=pattern, count=1000):
+                await self._client.unlink(key)
 
     @redis_errors
     async def tenants(self) -> builtins.list[str]:
         if not self._root.spread:
             return await tenants_holding(self._client, self._root, "runEvents", ":runs")
-        head = f"{{{self._root.prefix}:runEvents#"
         found: dict[str, None] = {}  # SCAN may return a key twice
-        async for key in self._client.scan_iter(match=f"{head}*", count=1000):
-            found[from_utf8(key)[len(head) :].split("#", 1)[0]] = None
+        for separator in ("#", "!"):  # the two forms of a run's tag (keys.py)
+            head = f"{{{self._root.prefix}:runEvents{separator}"
+            async for key in self._client.scan_iter(match=f"{head}*", count=1000):
+                part = from_utf8(key)[len(head) :].split(separator, 1)[0]
+                found[tenant_of_part(part)] = None
         return list(found)
 
     async def run_ids(self, tenant: str) -> AsyncIterator[builtins.list[str]]:
@@ -174,10 +177,11 @@ class RedisRunEvents:
         found: dict[str, None] = {}
         if keys.spread:
             # {prefix:runEvents#tenant#<run id>}:log, and the same with :keys.
-            head = len(keys.event_log(""))
-            async for key in self._client.scan_iter(match=keys.event_logs_pattern(), count=1000):
-                if key.endswith(b"}:log"):
-                    found[from_utf8(key[head - len(b"}:log") : -len(b"}:log")])] = None
+            for pattern in keys.event_logs_patterns():
+                async for key in self._client.scan_iter(match=pattern, count=1000):
+                    run_id = keys.run_of_log(key)
+                    if run_id is not None:
+                        found[run_id] = None
             return list(found)
         # The registry scores each run by when its log expires: skip those that have.
         now_ms = time.time() * 1000

@@ -10,6 +10,16 @@ existed (``{<prefix>:<substore>}``), so they need no migration; any other tenant
 is ``{<prefix>:<substore>@<tenant>}``. Prefixes cannot hold ``@``, so no tenant's keys
 can be mistaken for another prefix's, and each tenant's substore is still one slot.
 
+Whatever tenant name a caller passes, it cannot reach another tenant's keys: a name
+enters keys as :func:`tenant_part` writes it, itself when it follows the tenant rule
+(:data:`~bridge_store.security.auth.TENANT_PATTERN`: lowercase letters, digits, ``-``
+and ``_``, none of which means anything in a hash tag, a key or a SCAN pattern), and
+``~`` and its UTF-8 in hex otherwise. A valid name never starts with ``~``, so the two
+forms cannot meet, and no name can hold a ``}`` that ends its tag early (issue 21:
+tenant ``team-a}:blob:Q`` wrote a key team-a read as one of its blobs). Every name the
+server ever took follows the rule (tokens files, ``--tenant`` and imports check it),
+so no key of an existing store changes.
+
 Index members are compared by Redis as raw bytes (``ZRANGE ... BYLEX``), so each sort
 key is encoded so that byte order equals the contract's order:
 
@@ -28,10 +38,12 @@ each agent's blob bytes ``{<prefix>:checkpoints#<tenant>#<terminated(agentId)>}`
 including default. The rows of agents and runs and the checkpoint indexes keep their
 substore tag: their global orderings need one ordered index per substore. This layout
 is cluster-only because plain Redis stores written before it keep their keys where
-they are (no migration); ``#`` cannot occur in prefixes or tenants, so these tags
-never collide with a substore tag or another prefix's keys. A run or agent id holding
-``}`` ends its tag early: runs sharing the text before it share a slot, and each run's
-keys still share one.
+they are (no migration); ``#`` cannot occur in prefixes or tenant parts, so these tags
+never collide with a substore tag or another prefix's keys. An id holding ``}`` would
+end its tag early, so such a run's or agent's tag is ``{<prefix>:<substore>!<tenant>!
+<hex of the id>}`` instead: hex holds no ``}``, and ``!`` (in no prefix, tenant part or
+tag of the other form) keeps the two forms apart. Ids without ``}`` (every id the
+bridge makes) keep the first form.
 
 UTF-8 (even with ``surrogatepass``) never contains the byte ``0xFF``, so
 ``prefix + b"\\xff"`` bounds from above every member that starts with ``prefix``.
@@ -43,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge_store.security.auth import DEFAULT_TENANT
+from bridge_store.security.auth import DEFAULT_TENANT, is_valid_tenant
 from bridge_store.substores import SUBSTORE_NAMES
 
 INT_WIDTH = 16
@@ -52,6 +64,8 @@ _ESCAPED_NUL = b"\x00\x01"
 _END = b"\x00\x00"
 #: Sorts above every encoded member (see the module docstring).
 TOP = b"\xff"
+#: Starts the part of a tenant name that does not follow the tenant rule.
+_ENCODED_TENANT = "~"
 
 
 def utf8(text: str) -> bytes:
@@ -70,6 +84,24 @@ def sortable_int(number: int) -> bytes:
 def terminated(text: str) -> bytes:
     """``text`` as an order-preserving, prefix-free key part."""
     return utf8(text).replace(b"\x00", _ESCAPED_NUL) + _END
+
+
+def tenant_part(tenant: str) -> str:
+    """``tenant`` as keys hold it (see the module docstring)."""
+    if is_valid_tenant(tenant):
+        return tenant
+    return _ENCODED_TENANT + utf8(tenant).hex()
+
+
+def tenant_of_part(part: str) -> str:
+    """The tenant whose :func:`tenant_part` is ``part`` (a part no tenant's, which only
+    something else can have written, as it is)."""
+    if part.startswith(_ENCODED_TENANT):
+        try:
+            return from_utf8(bytes.fromhex(part.removeprefix(_ENCODED_TENANT)))
+        except ValueError:
+            return part
+    return part
 
 
 def split_terminated(data: bytes) -> tuple[str, bytes]:
@@ -94,10 +126,14 @@ class KeySpace:
     def of_tenant(self, tenant: str) -> KeySpace:
         return KeySpace(self.prefix, tenant, self.spread)
 
+    @property
+    def _tenant(self) -> str:
+        return tenant_part(self.tenant)
+
     def tag(self, substore: str) -> str:
         if self.tenant == DEFAULT_TENANT:
             return f"{{{self.prefix}:{substore}}}"
-        return f"{{{self.prefix}:{substore}@{self.tenant}}}"
+        return f"{{{self.prefix}:{substore}@{self._tenant}}}"
 
     def patterns(self) -> list[str]:
         """SCAN patterns matching every key of this prefix, of every tenant, and nothing
@@ -113,6 +149,7 @@ class KeySpace:
                 f"{{{self.prefix}:{substore}}}*",
                 self.tenant_pattern(substore, "*"),
                 f"{{{self.prefix}:{substore}#*",
+                f"{{{self.prefix}:{substore}!*",
             )
         ]
 
@@ -123,7 +160,7 @@ class KeySpace:
     def tenant_of(self, key: bytes, substore: str) -> str:
         """The tenant a key matched by :meth:`tenant_pattern` belongs to."""
         start = len(f"{{{self.prefix}:{substore}@")
-        return from_utf8(key[start : key.index(b"}", start)])
+        return tenant_of_part(from_utf8(key[start : key.index(b"}", start)]))
 
     # Row tables (agents, runs): a hash of documents, a hash of each row's
     # index members (so updates and deletes can find the old ones), one zset per index.
@@ -142,8 +179,8 @@ class KeySpace:
     def blob(self, agent_id: str, field: bytes) -> bytes:
         if self.spread:
             # terminated(): agent ids may hold anything, and the key must name one blob.
-            head = utf8(f"{{{self.prefix}:checkpoints#{self.tenant}#")
-            return head + terminated(agent_id) + b"}:blob:" + field
+            owner = terminated(agent_id)
+            return self._owned_tag("checkpoints", owner) + b":blob:" + field
         return utf8(f"{self.tag('checkpoints')}:blob:") + field
 
     def blob_index(self, name: str) -> str:
@@ -151,7 +188,12 @@ class KeySpace:
 
     def _owned(self, substore: str, owner: str) -> bytes:
         """The tag of ``owner``'s keys in the spread layout."""
-        return utf8(f"{{{self.prefix}:{substore}#{self.tenant}#{owner}}}")
+        return self._owned_tag(substore, utf8(owner))
+
+    def _owned_tag(self, substore: str, owner: bytes) -> bytes:
+        if b"}" in owner:  # it would end the tag early: see the module docstring
+            return utf8(f"{{{self.prefix}:{substore}!{self._tenant}!{owner.hex()}}}")
+        return utf8(f"{{{self.prefix}:{substore}#{self._tenant}#") + owner + b"}"
 
     # Run event logs: one sorted set and one idempotency-key hash per run, and (plain
     # layout) a registry of the runs that have a log (so "delete every event" needs no
@@ -169,12 +211,24 @@ class KeySpace:
 
     def event_runs(self) -> str:
         """The registry (plain layout only: in the spread layout the logs are found by
-        :meth:`event_logs_pattern`, as one registry key would be every append's hot spot)."""
+        :meth:`event_logs_patterns`, as one registry key would be every append's hot spot)."""
         return f"{self.tag('runEvents')}:runs"
 
-    def event_logs_pattern(self) -> str:
-        """A SCAN pattern for every key of this tenant's run logs (spread layout)."""
-        return f"{{{self.prefix}:runEvents#{self.tenant}#*"
+    def event_logs_patterns(self) -> list[str]:
+        """SCAN patterns for every key of this tenant's run logs (spread layout)."""
+        tenant = self._tenant
+        return [f"{{{self.prefix}:runEvents#{tenant}#*", f"{{{self.prefix}:runEvents!{tenant}!*"]
+
+    def run_of_log(self, key: bytes) -> str | None:
+        """The run id of a key :meth:`event_logs_patterns` matched, if it is a log (not
+        an idempotency hash)."""
+        if not key.endswith(b"}:log"):
+            return None
+        tag = key[: -len(b":log")]
+        escaped = utf8(f"{{{self.prefix}:runEvents!{self._tenant}!")
+        if tag.startswith(escaped):
+            return from_utf8(bytes.fromhex(from_utf8(tag[len(escaped) : -1])))
+        return from_utf8(tag[len(utf8(f"{{{self.prefix}:runEvents#{self._tenant}#")) : -1])
 
 
 @dataclass(frozen=True, slots=True)

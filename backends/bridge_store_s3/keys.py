@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 
 from bridge_store.errors import invalid_argument
-from bridge_store.security.auth import DEFAULT_TENANT
+from bridge_store.security.auth import DEFAULT_TENANT, is_valid_tenant
 
 #: S3's limit on the UTF-8 length of a key.
 MAX_KEY_BYTES = 1024
@@ -38,7 +38,35 @@ LAYOUT_MARKER = "bridge-store.json"
 #: Tenants other than default live under ``<prefix>tenants/<tenant>/``; default keeps
 #: the prefix itself, as stores written before tenants did. No other key of a prefix
 #: starts with ``tenants/``, so default's listings never reach another tenant's keys.
+#: ``<tenant>`` is :func:`tenant_segment`'s: whatever name a caller passes, it is one
+#: segment of its own, never a ``/`` that reaches into another tenant's keys.
 TENANTS_DIR = "tenants/"
+#: Starts the segment of a tenant name that does not follow the tenant rule.
+_ENCODED_TENANT = "~"
+
+
+def tenant_segment(tenant: str) -> str:
+    """``tenant`` as its key segment: itself when it follows the tenant rule (every name
+    the server takes: lowercase letters, digits, ``-``, ``_``, so no existing key
+    changes), else ``~`` and its UTF-8 in hex, which no valid name starts with; so no
+    two names share a segment, and none holds a ``/``."""
+    if is_valid_tenant(tenant):
+        return tenant
+    return _ENCODED_TENANT + tenant.encode("utf-8", "surrogatepass").hex()
+
+
+def tenant_of_segment(segment: str) -> str | None:
+    """The tenant whose :func:`tenant_segment` is ``segment``; None for a segment that
+    is no tenant's (written by something else)."""
+    if is_valid_tenant(segment):
+        return segment
+    try:
+        tenant = bytes.fromhex(segment.removeprefix(_ENCODED_TENANT)).decode(
+            "utf-8", "surrogatepass"
+        )
+    except ValueError:
+        return None
+    return tenant if segment.startswith(_ENCODED_TENANT) else None
 
 
 def hex_id(value: str) -> str:
@@ -87,7 +115,7 @@ class Layout:
         """The layout of ``tenant``'s keys (this one's must be the store's own prefix)."""
         if tenant == DEFAULT_TENANT:
             return self
-        return Layout(f"{self.prefix}{TENANTS_DIR}{tenant}/")
+        return Layout(f"{self.prefix}{TENANTS_DIR}{tenant_segment(tenant)}/")
 
     def tenants_dir(self) -> str:
         return self.prefix + TENANTS_DIR

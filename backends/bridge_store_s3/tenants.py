@@ -19,7 +19,7 @@ from ._bucket import Bucket
 from .agents import TenantAgents
 from .checkpoints import TenantCheckpoints
 from .events import TenantRunEvents
-from .keys import Layout, unhex_id
+from .keys import Layout, tenant_of_segment, unhex_id
 from .runs import TenantRuns
 
 T = TypeVar("T")
@@ -43,7 +43,8 @@ class _PerTenant(Generic[T]):
     async def holding(self, first_key: Callable[[Layout], str]) -> builtins.list[str]:
         """The tenants with at least one key under ``first_key(their layout)``."""
         found = []
-        candidates = [DEFAULT_TENANT, *await self._bucket.child_names(self._layout.tenants_dir())]
+        segments = await self._bucket.child_names(self._layout.tenants_dir())
+        candidates = [DEFAULT_TENANT, *filter(None, map(tenant_of_segment, segments))]
         for tenant in candidates:
             page, _ = await self._bucket.list_page(
                 first_key(self._layout.of_tenant(tenant)), max_keys=1

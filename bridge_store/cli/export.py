@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from ..errors import ConfigurationError, ConnectError
@@ -17,9 +18,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Write every agent with its runs, their events and its checkpoint blobs into one "
             "gzip-compressed tar with a versioned manifest and a SHA-256 per member "
-            "(docs/archive.md). 'bridge-store import' restores it into any store. With "
-            "--encryption-key-file the store's secrets are opened: the archive then holds "
-            "them in the clear."
+            "(docs/archive.md). 'bridge-store import' restores it into any store. The "
+            "archive is created readable by its owner only (0600). It holds every agent's "
+            "blobEncryptionKey in the clear (export says so) unless the store is sealed "
+            "and exported without --encryption-key-file, which would open them."
         ),
     )
     add_store_argument(parser, "the store to export")
@@ -45,7 +47,7 @@ async def _export(args: argparse.Namespace) -> int:
             async with meter.showing():
                 if meter.live:
                     meter.agents_total = await count_agents(stores, tenants)
-                await export_history(
+                exported = await export_history(
                     stores,
                     args.output,
                     tenants=tenants,
@@ -62,4 +64,11 @@ async def _export(args: argparse.Namespace) -> int:
                 "choose an --output in a directory you can write, with room for the store"
             ) from None
     print(meter.summary())
+    if exported.plaintext_keys:
+        print(
+            f"bridge-store: {args.output} holds the blobEncryptionKey of "
+            f"{exported.plaintext_keys} agents in the clear: it is readable by you only "
+            "(0600); keep it as secret as the store's keys",
+            file=sys.stderr,
+        )
     return 0

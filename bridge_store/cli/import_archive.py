@@ -6,7 +6,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from ..errors import ConfigurationError, ConnectError
+from ..config import DEFAULT_MAX_REQUEST_BYTES
+from ..errors import Code, ConfigurationError, ConnectError
 from .transfer import (
     EXIT_DIFFERENT,
     add_store_argument,
@@ -27,6 +28,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "its agents, runs, events (seqs kept) and blobs into the store. Rerun it after "
             "an interruption: what was imported is skipped. An item the store holds "
             "differently is reported and left alone (exit status 1) unless --overwrite. "
+            "An archive that is damaged or holds what a CallStore call would be refused is "
+            "refused whole, in one line (exit status 2), before anything is written. "
             "The store's schema is brought to the latest version first."
         ),
     )
@@ -41,6 +44,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="then compare the store with the archive (counts, a digest per agent)",
     )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="N",
+        help=(
+            "serve's --max-request-bytes: a blob or a line larger is refused, as the "
+            "server would refuse it (default: %(default)s)"
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,14 +67,17 @@ async def _import(args: argparse.Namespace) -> int:
     from ..lifecycle.tally import Tally
     from ..lifecycle.verify import census, compare
 
+    limit = args.max_request_bytes
+    if limit < 1:
+        raise ConfigurationError(f"--max-request-bytes must be positive, not {limit}")
     try:
-        manifest = await asyncio.to_thread(check_archive, args.input)
+        manifest = await asyncio.to_thread(check_archive, args.input, limit=limit)
     except ArchiveError as error:
         raise ConfigurationError(str(error)) from None
     routes, key_file = routes_of(args, None)
     async with opened(routes, key_file, migrate=True) as stores:
         meter = Meter(Tally(), verb=f"imported from {args.input}")
-        meter.agents_total = len(manifest["agents"])
+        meter.agents_total = len(manifest.agents)
         try:
             async with meter.showing():
                 await import_archive(
@@ -71,15 +87,20 @@ async def _import(args: argparse.Namespace) -> int:
                     overwrite=args.overwrite,
                     tally=meter.tally,
                     on_agent=meter.agent_done,
+                    limit=limit,
                 )
             print(meter.summary())
             status = report(meter.tally)
             if not args.verify:
                 return status
             expected = census_of(manifest, args.tenant)
-            held = await census(stores, args.tenant or sorted(manifest["tenants"]))
+            held = await census(stores, args.tenant or sorted(manifest.tenants))
         except ConnectError as error:
-            raise stopped("import", error) from error
+            if error.code == Code.UNAVAILABLE:
+                raise stopped("import", error) from error
+            # The store refused an item (two events of a run with one idempotency key,
+            # say): not an outage, so not "run it again".
+            raise ConfigurationError(f"import stopped: {error.message}") from None
         except ArchiveError as error:
             raise ConfigurationError(str(error)) from None
     comparison = compare(expected, held)

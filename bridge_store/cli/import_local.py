@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
 from ..security.auth import DEFAULT_TENANT, check_tenant
 from .transfer import add_store_argument, opened, report, routes_of, stopped
@@ -75,6 +76,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="replace items the store holds differently (and rewrite differing event logs)",
     )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="N",
+        help=(
+            "serve's --max-request-bytes: a checkpoint blob larger is refused, as the "
+            "server would refuse it (default: %(default)s)"
+        ),
+    )
 
 
 def _tenant(text: str) -> str:
@@ -112,11 +123,16 @@ def builtin_stores(sources: list[Path] | None, jsonl: list[Path] | None) -> list
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.max_request_bytes < 1:
+        raise ConfigurationError(
+            f"--max-request-bytes must be positive, not {args.max_request_bytes}"
+        )
     stores = builtin_stores(args.sources, args.jsonl)
     return asyncio.run(_import(args, stores))
 
 
 async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
+    from ..lifecycle.checks import InvalidItem
     from ..lifecycle.items import AgentItem
     from ..lifecycle.progress import Meter
     from ..lifecycle.sink import StoreSink
@@ -125,14 +141,22 @@ async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
     routes, key_file = routes_of(args, None)
     async with opened(routes, key_file, migrate=True) as target:
         meter = Meter(Tally(), verb="imported")
-        sink = StoreSink(target, overwrite=args.overwrite, tally=meter.tally)
+        sink = StoreSink(
+            target,
+            overwrite=args.overwrite,
+            tally=meter.tally,
+            max_blob_bytes=args.max_request_bytes,
+        )
         try:
             async with meter.showing():
                 for store in stores:
-                    for item in store.items(args.tenant):
-                        await sink.write(item)
-                        if isinstance(item, AgentItem):
-                            meter.agent_done()
+                    try:
+                        for item in store.items(args.tenant):
+                            await sink.write(item)
+                            if isinstance(item, AgentItem):
+                                meter.agent_done()
+                    except InvalidItem as error:  # what a CallStore call would be refused
+                        raise ConfigurationError(f"cannot import {store}: {error}") from None
         except ConnectError as error:
             if error.code == Code.UNAVAILABLE:
                 raise stopped("import-local", error) from error

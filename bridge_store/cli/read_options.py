@@ -50,7 +50,8 @@ def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
 
 def direct_tenant(args: argparse.Namespace) -> str:
     try:
-        return check_tenant(args.tenant or DEFAULT_TENANT)
+        # An empty --tenant is refused, not taken for the default tenant.
+        return check_tenant(DEFAULT_TENANT if args.tenant is None else args.tenant)
     except ValueError as error:
         raise ConfigurationError(f"--tenant: {error}") from None
 
@@ -97,7 +98,7 @@ def check_remote(args: argparse.Namespace) -> None:
             "--store and the substore flags read a store directly; "
             "--store-callback-url reads through a running server"
         )
-    if args.tenant or args.encryption_key_file:
+    if args.tenant is not None or args.encryption_key_file:
         raise ConfigurationError(
             "--tenant and --encryption-key-file are for reading a store directly; "
             "through a server, its token's tenant is read, opened with its keys"

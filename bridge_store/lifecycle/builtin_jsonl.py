@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import orjson
 
 from bridge_store.contract import validate_agent, validate_run
 from bridge_store.errors import ConnectError
@@ -109,13 +112,27 @@ def _rows(
         if bad is not None:
             raise UnreadableStore(path, f"line {bad} is not a record the bridge writes")
         try:
-            row = jsontext.loads(line)
-        except ValueError:
+            row = _parse(line)
+        except (ValueError, RecursionError):  # RecursionError: absurd nesting
             row = None
         if not isinstance(row, dict) or not valid(row):
             bad = number  # skipped if it is the last line, as the bridge skips it
             continue
         yield start, len(line), row
+
+
+def _parse(line: bytes) -> Any:
+    """A line as the SDK's ``JSON.parse`` reads it: ``NaN`` and ``Infinity`` are no JSON
+    there (the standard library's parser would take them, and writing them again would
+    turn them into nulls)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line.decode("utf-8", "surrogatepass"), parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class JsonlStore:

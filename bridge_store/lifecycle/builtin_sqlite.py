@@ -34,6 +34,7 @@ from bridge_store.types import Document
 from bridge_store.wire import jsontext
 
 from .builtin import EVENTS_PAGE, UnreadableStore, iso_ms
+from .checks import InvalidItem, checked
 from .items import AgentItem, BlobItem, BlobReader, EventsItem, Item, RunItem
 
 #: How long one read waits for a lock the bridge holds (SQLite's busy timeout). WAL
@@ -114,12 +115,20 @@ class SqliteStore:
                     return  # a store the bridge created but never wrote to
                 for agent_row in _pages(index, "SELECT * FROM agents", "agent_id"):
                     yield from self._agent(index, tenant, agent_row)
-            except (sqlite3.Error, ValueError, KeyError, TypeError) as error:
-                # A row the bridge would not have written (or could not read either).
+            except InvalidItem as error:
                 raise UnreadableStore(self.index, str(error)) from None
+            except (sqlite3.Error, ValueError, KeyError, TypeError, AttributeError) as error:
+                # A row the bridge would not have written (or could not read either).
+                raise UnreadableStore(self.index, f"{type(error).__name__}: {error}") from None
+            except RecursionError:
+                raise UnreadableStore(self.index, "a JSON column nests too deep") from None
 
     def _agent(self, index: sqlite3.Connection, tenant: str, row: sqlite3.Row) -> Iterator[Item]:
-        agent = agent_document(dict(row))
+        # Checked now: its id names the agent's blob folder, and a row the bridge would
+        # not have written (an integer id) must be refused, not followed.
+        checked_agent = checked(AgentItem(tenant, agent_document(dict(row))))
+        assert isinstance(checked_agent, AgentItem)
+        agent = checked_agent.document
         runs = _pages(
             index, "SELECT * FROM runs WHERE agent_id = ?", "turn_number", (agent["agentId"],)
         )

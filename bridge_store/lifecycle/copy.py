@@ -3,7 +3,14 @@
 Agents are copied a few at a time (:data:`WORKERS`), each agent's items in the
 order :mod:`.walk` gives them, through a :class:`~.sink.StoreSink`: rerunning a copy
 after an interruption skips what was copied and finishes the rest. Memory stays
-bounded by the workers' pages and one blob each.
+bounded by the workers' pages and one blob each, plus one flag per agent copied.
+
+Agents updated during the copy are walked a second time (:mod:`.walk` says why). One
+the first pass copied whole is then written ``again`` (see :mod:`.sink`): its newer
+items replace the ones this copy wrote, and only items new since are counted, so the
+summary counts each item once, as ``--verify`` does. One the first pass left partly
+alone (it differs in the target) is not walked again: its differences are reported
+once, and a rerun brings what it gained meanwhile.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ async def copy_history(
     called after each agent is copied."""
     sink = StoreSink(target, overwrite=overwrite, tally=tally)
     queue: asyncio.Queue[tuple[str, Document] | None] = asyncio.Queue(maxsize=WORKERS * 2)
+    #: (tenant, agentId) of each agent copied, and whether it was copied whole.
+    copied: dict[tuple[str, str], bool] = {}
 
     async def produce() -> None:
         chosen = await tenants_of(source, tenants)
@@ -54,11 +63,20 @@ async def copy_history(
     async def work() -> None:
         while (job := await queue.get()) is not None:
             tenant, agent = job
-            async for item in agent_items(source, tenant, agent):
-                await sink.write(item)
+            key = (tenant, agent["agentId"])
+            whole = copied.get(key)
+            if whole is not False:
+                await copy_agent(tenant, agent, again=whole is not None)
+            queue.task_done()
+
+    async def copy_agent(tenant: str, agent: Document, *, again: bool) -> None:
+        left_alone = False
+        async for item in agent_items(source, tenant, agent):
+            left_alone |= await sink.write(item, again=again)
+        if not again:
+            copied[(tenant, agent["agentId"])] = not left_alone
             if on_agent is not None:
                 on_agent()
-            queue.task_done()
 
     try:
         async with asyncio.TaskGroup() as group:

@@ -6,7 +6,11 @@ temporary files next to the output (they can only follow once complete, after th
 manifest that holds their digests), so memory holds one blob and one page at a time,
 plus a digest per agent for the manifest. The archive is written as ``FILE.partial``
 and renamed when complete: an interrupted export leaves no truncated archive behind
-under the name, and is simply run again.
+under the name, and is simply run again. It is created readable by its owner only
+(0600): unless the store is sealed (and exported without its key file), it holds
+every agent's ``blobEncryptionKey`` in the clear, which :class:`Exported` counts. An
+item import would refuse (:mod:`.checks`: a row kept before imports were checked)
+stops the export in one line naming it, so every archive written can be restored.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bridge_store.errors import ConfigurationError
 from bridge_store.stores import Stores
 from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
 from bridge_store.wire import jsontext
@@ -38,13 +43,16 @@ from .archive import (
     header,
     line,
 )
-from .items import BlobItem, EventsItem, Item, RunItem
+from .checks import checked
+from .items import AgentItem, BlobItem, EventsItem, Item, RunItem
 from .tally import Outcome, Tally
 from .verify import AgentDigest, Census
 from .walk import agent_items, every_agent, tenants_of
 
 #: gzip level: 6 compresses JSON nearly as well as 9 at about twice the speed.
 COMPRESSLEVEL = 6
+#: How every gzip file, so every archive, starts.
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass
@@ -61,6 +69,14 @@ class _Spool:
         self.size += len(data)
 
 
+@dataclass(frozen=True, slots=True)
+class Exported:
+    manifest: dict[str, Any]
+    #: Agents whose sdkMetadata, with its blobEncryptionKey, the archive holds in the
+    #: clear (the store was not sealed, or was opened with its key file).
+    plaintext_keys: int
+
+
 async def export_history(
     stores: Stores,
     output: Path,
@@ -68,49 +84,98 @@ async def export_history(
     tenants: Sequence[str] | None,
     tally: Tally | None = None,
     on_agent: Callable[[], None] | None = None,
-) -> dict[str, Any]:
-    """Write the tenants' history (default: all) to ``output``; the manifest."""
+) -> Exported:
+    """Write the tenants' history (default: all) to ``output``, readable by its owner
+    only (0600, from its creation)."""
     tally = tally if tally is not None else Tally()
+    _check_replaceable(output)
     partial = output.with_name(output.name + ".partial")
     chosen = await tenants_of(stores, tenants)
     censuses: dict[str, Census] = {tenant: Census() for tenant in chosen}
     digests: list[dict[str, str]] = []
-    with contextlib.ExitStack() as stack:
-        spools = {
-            name: _Spool(stack.enter_context(tempfile.TemporaryFile(dir=output.parent)))
-            for name, _, _ in LINE_MEMBERS
-        }
-        tar = stack.enter_context(
-            tarfile.open(partial, "w:gz", format=tarfile.PAX_FORMAT, compresslevel=COMPRESSLEVEL)
+    plaintext_keys = 0
+    try:
+        with contextlib.ExitStack() as stack:
+            spools = {
+                name: _Spool(stack.enter_context(tempfile.TemporaryFile(dir=output.parent)))
+                for name, _, _ in LINE_MEMBERS
+            }
+            tar = stack.enter_context(_private_tar(stack, partial))
+            _add(tar, HEADER_MEMBER, header())
+            for tenant in chosen:
+                exported: set[str] = set()
+                async for agent in every_agent(stores, tenant):
+                    # An agent seen again (it moved while listed) was exported as first read.
+                    if agent["agentId"] in exported:
+                        continue
+                    exported.add(agent["agentId"])
+                    digest = AgentDigest(censuses[tenant])
+                    async for item in agent_items(stores, tenant, agent):
+                        # What import would refuse is refused here, so that every archive
+                        # export writes can be restored.
+                        cached, data = await _cached(checked(item))
+                        _write(tar, spools, cached, data, tally)
+                        await digest.feed(cached)
+                        plaintext_keys += _holds_plaintext_key(cached)
+                    digests.append(
+                        {
+                            "tenant": tenant,
+                            "agentId": agent["agentId"],
+                            "sha256": digest.digest().hex(),
+                        }
+                    )
+                    if on_agent is not None:
+                        on_agent()
+            manifest = _manifest(chosen, censuses, spools, digests)
+            _add(tar, MANIFEST_MEMBER, jsontext.dumps(manifest))
+            for name, _, _ in LINE_MEMBERS:
+                spool = spools[name]
+                spool.file.seek(0)
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = spool.size, int(time.time()), 0o600
+                tar.addfile(info, spool.file)
+        os.replace(partial, output)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # nothing half-written is left behind
+        raise
+    return Exported(manifest, plaintext_keys)
+
+
+def _check_replaceable(output: Path) -> None:
+    """Refuse to replace a file that is not an archive: ``--output`` naming the store's
+    own SQLite file (or any other file) by mistake would replace it with the backup."""
+    try:
+        with output.open("rb") as existing:
+            start = existing.read(len(_GZIP_MAGIC))
+    except (FileNotFoundError, IsADirectoryError):
+        return  # nothing there; a directory is refused when the archive is written
+    if start and start != _GZIP_MAGIC:
+        raise ConfigurationError(
+            f"--output {output} exists and is not an archive: export replaces only an "
+            "earlier archive; choose another name, or remove it first"
         )
-        _add(tar, HEADER_MEMBER, header())
-        for tenant in chosen:
-            exported: set[str] = set()
-            async for agent in every_agent(stores, tenant):
-                # An agent seen again (it moved while listed) was exported as first read.
-                if agent["agentId"] in exported:
-                    continue
-                exported.add(agent["agentId"])
-                digest = AgentDigest(censuses[tenant])
-                async for item in agent_items(stores, tenant, agent):
-                    cached, data = await _cached(item)
-                    _write(tar, spools, cached, data, tally)
-                    await digest.feed(cached)
-                digests.append(
-                    {"tenant": tenant, "agentId": agent["agentId"], "sha256": digest.digest().hex()}
-                )
-                if on_agent is not None:
-                    on_agent()
-        manifest = _manifest(chosen, censuses, spools, digests)
-        _add(tar, MANIFEST_MEMBER, jsontext.dumps(manifest))
-        for name, _, _ in LINE_MEMBERS:
-            spool = spools[name]
-            spool.file.seek(0)
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = spool.size, int(time.time()), 0o600
-            tar.addfile(info, spool.file)
-    os.replace(partial, output)
-    return manifest
+
+
+def _private_tar(stack: contextlib.ExitStack, path: Path) -> tarfile.TarFile:
+    """A gzip tar written to a new file at ``path`` that only its owner can read.
+
+    The file is created with mode 0600 (so no other user can open it in the moment
+    before a chmod), after removing what an interrupted export left there, and never
+    through a symbolic link planted in its place.
+    """
+    path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    raw = stack.enter_context(os.fdopen(os.open(path, flags, 0o600), "wb"))
+    return tarfile.open(
+        fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT, compresslevel=COMPRESSLEVEL
+    )
+
+
+def _holds_plaintext_key(item: Item) -> bool:
+    if not isinstance(item, AgentItem):
+        return False
+    metadata = item.document.get("sdkMetadata")
+    return isinstance(metadata, dict) and metadata.get("blobEncryptionKey") is not None
 
 
 async def _cached(item: Item) -> tuple[Item, bytes | None]:

@@ -1,113 +1,159 @@
 """Restoring an archive into a store (``bridge-store import``).
 
-Two passes over the file, both streaming (one member, one blob, one line at a time):
-the first checks it whole (the header's version, every member's SHA-256 against its
-PAX header or the manifest, the blob count) so a damaged archive is refused before
-anything is written; the second writes every item through a
-:class:`~.sink.StoreSink`, in archive order (blobs, runs, events, agents last), so an
-interrupted import is finished by running it again, as a copy is.
+Two passes over the file, both streaming (:mod:`.archive_read`: one member, one blob,
+one line at a time, in bounded memory). The first checks it whole before anything is
+written: the header's version, the manifest's fields, every member's size and SHA-256,
+and every item as a CallStore call carrying it would be checked (:mod:`.checks`),
+events in seq order without gaps, and the counts of each tenant against the manifest.
+A damaged member is reported as damaged even when its content would also be refused.
+The second writes every item through a :class:`~.sink.StoreSink`, in archive order
+(blobs, runs, events, agents last), checking each again, so an interrupted import is
+finished by running it again, as a copy is.
+
+Whatever the archive holds, the outcome is one line: :class:`~.archive.ArchiveError`
+(or a refused item) and a non-zero exit, with nothing written when the first pass
+refuses it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import tarfile
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
 
 from bridge_store.contract import MAX_LIMIT
 from bridge_store.stores import Stores
-from bridge_store.substores import SUBSTORE_NAMES
+from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
 from bridge_store.types import Document
-from bridge_store.wire import jsontext
 
-from .archive import (
-    CHECKPOINTS_DIR,
-    HEADER_MEMBER,
-    LINE_MEMBERS,
-    MANIFEST_MEMBER,
-    SHA256_HEADER,
-    ArchiveError,
-    blob_of_member,
-    check_header,
-)
-from .items import AgentItem, BlobItem, EventsItem, Item, RunItem
+from .archive import LINE_MEMBERS, ArchiveError, loads_strict, shown
+from .archive_read import BlobRecord, LineRecord, LinesMember, Record, read_archive
+from .checks import DEFAULT_MAX_BLOB_BYTES, InvalidItem, checked
+from .items import AgentItem, BlobItem, BlobReader, EventsItem, Item, RunItem
+from .manifest import Manifest
 from .sink import StoreSink
 from .tally import Tally
 from .verify import Census
 
-#: Bytes read at a time while hashing a member.
-CHUNK = 1 << 20
+#: The most tenants an archive's blobs may be of: what is counted before the manifest
+#: says which tenants there are stays small whatever the archive holds.
+MAX_TENANTS = 100_000
+#: The substore and the document's key of each JSON-lines member.
+_LINE_KINDS: dict[str, tuple[SubstoreName, str]] = {
+    name: (substore, key) for name, substore, key in LINE_MEMBERS
+}
 
 
-def _members(path: Path) -> Iterator[tuple[tarfile.TarInfo, IO[bytes]]]:
-    """Each member with its data, in order; the header checked first."""
-    try:
-        with tarfile.open(path, "r|*") as tar:
-            first = True
-            for member in tar:
-                data = tar.extractfile(member)
-                if data is None:
-                    raise ArchiveError(f"member {member.name!r} is not a file")
-                if first:
-                    if member.name != HEADER_MEMBER:
-                        raise ArchiveError("not a bridge-store archive (no header member first)")
-                    check_header(data.read())
-                    first = False
-                    continue
-                yield member, data
-    except (tarfile.TarError, EOFError, OSError) as error:
-        raise ArchiveError(f"cannot read {path}: {error}") from error
+def check_archive(path: Path, *, limit: int = DEFAULT_MAX_BLOB_BYTES) -> Manifest:
+    """The archive's manifest, after checking all of it (see the module docstring);
+    ``limit``: the request limit, which bounds a blob and a line."""
+    check = _Check()
+    for record in read_archive(path, limit=limit, keep_blobs=False):
+        check.feed(record)
+    return check.finish(path)
 
 
-def check_archive(path: Path) -> dict[str, Any]:
-    """The archive's manifest, after checking every member (see the module docstring)."""
-    manifest: dict[str, Any] | None = None
-    blobs = 0
-    seen: set[str] = set()
-    for member, data in _members(path):
-        if member.name == MANIFEST_MEMBER:
-            manifest = _manifest(data.read())
-            continue
-        digest = hashlib.sha256()
-        while chunk := data.read(CHUNK):
-            digest.update(chunk)
-        if member.name.startswith(CHECKPOINTS_DIR):
-            blob_of_member(member.name)
-            if member.pax_headers.get(SHA256_HEADER) != digest.hexdigest():
-                raise ArchiveError(f"member {member.name} is damaged (its SHA-256 differs)")
-            blobs += 1
-        elif manifest is not None and member.name in manifest["members"]:
-            if manifest["members"][member.name]["sha256"] != digest.hexdigest():
-                raise ArchiveError(f"member {member.name} is damaged (its SHA-256 differs)")
-            seen.add(member.name)
+class _Check:
+    """The first pass: every record checked, counted and compared with the manifest."""
+
+    def __init__(self) -> None:
+        self.manifest: Manifest | None = None
+        self.counts: Counter[tuple[str, SubstoreName]] = Counter()
+        self.agents: set[tuple[str, str]] = set()
+        self.last_event: tuple[str, str, int] | None = None
+
+    def feed(self, record: Record) -> None:
+        if isinstance(record, Manifest):
+            self.manifest = record
+        elif isinstance(record, BlobRecord):
+            key: tuple[str, SubstoreName] = (record.tenant, "checkpoints")
+            if key not in self.counts and len(self.counts) >= MAX_TENANTS:
+                # The manifest (which lists the tenants) comes after the blobs.
+                raise ArchiveError(f"the archive's blobs are of over {MAX_TENANTS} tenants")
+            self.counts[key] += 1
         else:
-            raise ArchiveError(f"unexpected member {member.name!r}")
-    if manifest is None or seen != {name for name, _, _ in LINE_MEMBERS}:
-        raise ArchiveError(f"{path} is incomplete (members are missing)")
-    expected = sum(counts["checkpoints"] for counts in manifest["tenants"].values())
-    if blobs != expected:
-        raise ArchiveError(f"{path} holds {blobs} checkpoint blobs; its manifest lists {expected}")
-    return manifest
+            self._member(record)
+
+    def _member(self, member: LinesMember) -> None:
+        # The first bad line stops the reading of lines, but the member is read to its
+        # end first: a damaged member is reported as damaged, the better answer.
+        problem: ArchiveError | None = None
+        for line in member.lines():
+            try:
+                self._line(line)
+            except ArchiveError as error:
+                problem = error
+                break
+        member.finish()
+        if problem is not None:
+            raise problem
+
+    def _line(self, record: LineRecord) -> None:
+        assert self.manifest is not None  # lines come after it (archive_read checks)
+        item = line_item(record)
+        where = f"line {record.number} of {record.member}"
+        if item.tenant not in self.manifest.tenants:
+            raise ArchiveError(f"{where}: tenant {item.tenant} is not in the manifest")
+        if isinstance(item, EventsItem):
+            seq = item.events[0]["seq"]
+            last = self.last_event
+            if seq != 1 and last != (item.tenant, item.run_id, seq - 1):
+                raise ArchiveError(
+                    f"{where}: event {seq} of run {shown(item.run_id)} does not follow "
+                    f"event {seq - 1} (a run's events are consecutive, from 1)"
+                )
+            self.last_event = (item.tenant, item.run_id, seq)
+        elif isinstance(item, AgentItem):
+            key = (item.tenant, item.document["agentId"])
+            if key not in self.manifest.agents or key in self.agents:
+                raise ArchiveError(
+                    f"{where}: agent {shown(key[1])} of tenant {key[0]} is not in the "
+                    "manifest's agents, or is there twice"
+                )
+            self.agents.add(key)
+        self.counts[(item.tenant, _LINE_KINDS[record.member][0])] += 1
+
+    def finish(self, path: Path) -> Manifest:
+        manifest = self.manifest
+        assert manifest is not None  # read_archive refuses an archive without one
+        tenants = {tenant for tenant, _ in self.counts} | set(manifest.tenants)
+        for tenant in sorted(tenants):
+            listed = manifest.tenants.get(tenant, dict.fromkeys(SUBSTORE_NAMES, 0))
+            for name in SUBSTORE_NAMES:
+                if self.counts[(tenant, name)] != listed[name]:
+                    raise ArchiveError(
+                        f"{path} holds {self.counts[(tenant, name)]} {name} of tenant "
+                        f"{tenant}; its manifest lists {listed[name]}"
+                    )
+        return manifest
 
 
-def _manifest(data: bytes) -> dict[str, Any]:
-    check_header(data)
+def line_item(record: LineRecord) -> Item:
+    """The item a JSON-lines record holds, checked as a CallStore call would be (one
+    event an item); :class:`ArchiveError` naming the line otherwise."""
+    where = f"line {record.number} of {record.member}"
+    if record.problem is not None:
+        raise ArchiveError(f"{where} {record.problem}")
+    substore, key = _LINE_KINDS[record.member]
     try:
-        manifest: dict[str, Any] = jsontext.loads_document(data)
-        strings = [manifest["members"][name]["sha256"] for name, _, _ in LINE_MEMBERS]
-        for entry in manifest["agents"]:
-            strings += [entry["tenant"], entry["agentId"]]
-            bytes.fromhex(entry["sha256"])
-        if not all(isinstance(text, str) for text in strings):
-            raise TypeError("a digest or an id is not a string")
-        for counts in manifest["tenants"].values():
-            if not all(isinstance(counts[name], int) for name in SUBSTORE_NAMES):
-                raise TypeError("a count is not an integer")
-    except (KeyError, TypeError, ValueError) as error:
-        raise ArchiveError(f"the manifest is malformed ({type(error).__name__}: {error})") from None
-    return manifest
+        entry = loads_strict(record.text)
+    except ValueError as error:
+        raise ArchiveError(f"{where} is not JSON export writes: {error}") from None
+    if not isinstance(entry, dict) or "tenant" not in entry or key not in entry:
+        raise ArchiveError(f'{where} must be an object with "tenant" and "{key}"')
+    tenant, document = entry["tenant"], entry[key]
+    item: Item
+    if substore == "runs":
+        item = RunItem(tenant, document)
+    elif substore == "agents":
+        item = AgentItem(tenant, document)
+    else:
+        run_id = document.get("runId") if isinstance(document, dict) else None
+        item = EventsItem(tenant, run_id if isinstance(run_id, str) else "", [document])
+    try:
+        return checked(item)
+    except InvalidItem as error:
+        raise ArchiveError(f"{where}: {error}") from None
 
 
 async def import_archive(
@@ -118,71 +164,77 @@ async def import_archive(
     overwrite: bool,
     tally: Tally | None = None,
     on_agent: Callable[[], None] | None = None,
+    limit: int = DEFAULT_MAX_BLOB_BYTES,
 ) -> Tally:
     """Write the archive's items of ``tenants`` (default: all) into ``stores``."""
-    sink = StoreSink(stores, overwrite=overwrite, tally=tally)
-    async for item in _items(path, tenants):
+    sink = StoreSink(stores, overwrite=overwrite, tally=tally, max_blob_bytes=limit)
+    async for item in _items(path, tenants, limit):
         await sink.write(item)
         if on_agent is not None and isinstance(item, AgentItem):
             on_agent()
     return sink.tally
 
 
-async def _items(path: Path, tenants: Sequence[str] | None) -> AsyncIterator[Item]:
+async def _items(path: Path, tenants: Sequence[str] | None, limit: int) -> AsyncIterator[Item]:
     wanted = None if tenants is None else set(tenants)
-    for member, data in _members(path):
-        if member.name.startswith(CHECKPOINTS_DIR):
-            tenant, agent_id, blob_id = blob_of_member(member.name)
-            if wanted is None or tenant in wanted:
-                yield BlobItem(tenant, agent_id, blob_id, _reader(data.read()))
-        elif member.name != MANIFEST_MEMBER:
-            for item in _line_items(member.name, data, wanted):
-                yield item
+    events = _EventPages()
+    for record in read_archive(path, limit=limit, keep_blobs=True):
+        if isinstance(record, BlobRecord):
+            if wanted is None or record.tenant in wanted:
+                yield BlobItem(record.tenant, record.agent_id, record.blob_id, _reader(record))
+        elif isinstance(record, LinesMember):
+            for line in record.lines():
+                item = line_item(line)
+                if wanted is not None and item.tenant not in wanted:
+                    continue
+                if isinstance(item, EventsItem):
+                    for page in events.add(item):
+                        yield page
+                else:
+                    yield item
+            record.finish()
+            for page in events.flush():
+                yield page
 
 
-def _reader(data: bytes) -> Callable[[], Any]:
+class _EventPages:
+    """Consecutive events of one run, gathered into pages of at most MAX_LIMIT."""
+
+    def __init__(self) -> None:
+        self._page: list[Document] = []
+        self._of = ("", "")
+
+    def add(self, item: EventsItem) -> Iterator[EventsItem]:
+        event, run = item.events[0], (item.tenant, item.run_id)
+        page = self._page
+        follows = page and run == self._of and page[-1]["seq"] + 1 == event["seq"]
+        if page and (not follows or len(page) == MAX_LIMIT):
+            yield from self.flush()
+        self._of = run
+        self._page.append(event)
+
+    def flush(self) -> Iterator[EventsItem]:
+        if self._page:
+            yield EventsItem(*self._of, self._page)
+            self._page = []
+
+
+def _reader(record: BlobRecord) -> BlobReader:
     async def read() -> bytes | None:
-        return data
+        return record.data
 
     return read
 
 
-def _line_items(name: str, data: IO[bytes], wanted: set[str] | None) -> Iterator[Item]:
-    """A JSON-lines member's items; consecutive events of a run as pages."""
-    key = next(key for member, _, key in LINE_MEMBERS if member == name)
-    page: list[Document] = []
-    page_of = ("", "")
-    for text in data:
-        entry = jsontext.loads_document(text)
-        tenant, document = entry["tenant"], entry[key]
-        if wanted is not None and tenant not in wanted:
-            continue
-        if key == "run":
-            yield RunItem(tenant, document)
-        elif key == "agent":
-            yield AgentItem(tenant, document)
-        else:
-            run = (tenant, document["runId"])
-            if page and (
-                run != page_of or page[-1]["seq"] + 1 != document["seq"] or len(page) == MAX_LIMIT
-            ):
-                yield EventsItem(*page_of, page)
-                page = []
-            page_of = run
-            page.append(document)
-    if page:
-        yield EventsItem(*page_of, page)
-
-
-def census_of(manifest: dict[str, Any], tenants: Sequence[str] | None) -> Census:
+def census_of(manifest: Manifest, tenants: Sequence[str] | None) -> Census:
     """What the archive holds of ``tenants`` (default: all), as a store's census."""
     census = Census()
-    chosen = set(manifest["tenants"]) if tenants is None else set(tenants)
-    for tenant, counts in manifest["tenants"].items():
+    chosen = set(manifest.tenants) if tenants is None else set(tenants)
+    for tenant, counts in manifest.tenants.items():
         if tenant in chosen:
             for name in SUBSTORE_NAMES:
                 census.counts[name] += counts[name]
-    for entry in manifest["agents"]:
-        if entry["tenant"] in chosen:
-            census.digests[(entry["tenant"], entry["agentId"])] = bytes.fromhex(entry["sha256"])
+    for (tenant, agent_id), digest in manifest.agents.items():
+        if tenant in chosen:
+            census.digests[(tenant, agent_id)] = digest
     return census

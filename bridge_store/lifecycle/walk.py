@@ -64,7 +64,10 @@ async def agents_updated_since(
     """The agents of ``tenant`` updated at or after ``since_ms``: those a walk started
     then may have missed (see the module docstring)."""
     async for agent in agents_of(stores, tenant):
-        if agent["updatedAt"] < since_ms:
+        # Not a number (text a row kept before imports were checked): SQLite lists it
+        # first, so it is taken as updated, not compared.
+        updated_at = agent.get("updatedAt")
+        if isinstance(updated_at, int | float) and updated_at < since_ms:
             return
         yield agent
 
