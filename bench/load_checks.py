@@ -1,8 +1,8 @@
 """CallStore from Python for the load benches: seed a target, check it, audit its logs.
 
 wrk sends the load (``bench/loadgen.py``); what must be checked answer by answer goes
-through :class:`CallStoreClient` instead: the seeded world, one pre-flight call of each
-operation with its answer checked, and after the load every active run's event log
+through ``testkit.callstore.CallStoreClient`` instead: the seeded world, one pre-flight
+call of each operation with its answer checked, and after the load every active run's event log
 (gapless ``seq``, as many events as appends answered). ``bench load``, ``bench
 scale-out`` and ``bench failover`` share them.
 """
@@ -13,43 +13,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from bridge_store.connect import CALL_STORE_PATH
+from testkit.callstore import CallStoreClient
 
 from . import mix
 from .loadgen import LoadResult
-
-
-class CallStoreClient:
-    """Plain JSON CallStore calls over one keep-alive connection."""
-
-    def __init__(self, base_url: str, token: str) -> None:
-        self._url = base_url.rstrip("/") + CALL_STORE_PATH
-        self._http = httpx.Client(
-            timeout=60.0,
-            headers={
-                "Authorization": f"Bearer {token}",
-                "Connect-Protocol-Version": "1",
-                "Content-Type": "application/json",
-            },
-        )
-
-    def send(self, body: str) -> tuple[int, Any]:
-        """(HTTP status, decoded JSON body) of one request body."""
-        response = self._http.post(self._url, content=body.encode())
-        return response.status_code, response.json()
-
-    def call(self, substore: str, method: str, data: Any) -> Any:
-        """The output of a call that must succeed."""
-        body = json.dumps({"substore": substore, "method": method, "input": data})
-        status, answer = self.send(body)
-        if status != 200:
-            raise RuntimeError(f"{substore}.{method} answered {status}: {answer}")
-        return answer.get("output")
-
-    def close(self) -> None:
-        self._http.close()
 
 
 def phase_tag(phase: str) -> str:
