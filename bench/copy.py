@@ -10,7 +10,7 @@ database, twice (the second run finds everything present and skips it, with
     python -m bench copy                                  # the issue's size: 1 GiB of blobs
     python -m bench copy --agents 100 --runs 10 --events 100 --blob-kib 1024
 
-Postgres runs in a fresh database (bench.services), dropped afterwards; the SQLite
+Postgres runs in a fresh database (testkit.services), dropped afterwards; the SQLite
 file lives in a temporary directory.
 """
 
@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.services import postgres_database, run_async
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
 from bridge_store.types import Document
+from testkit.services import postgres_database, run_async
 
 #: Events restored per call while seeding (the contract's largest page).
 SEED_PAGE = 1000

@@ -3,7 +3,7 @@
     python -m bench e2e [--turns 20] [--rounds 5] [--store URL]
 
 Each run starts a fresh ``cursor-sdk-bridge`` (private HOME and state directory) with
-the stand-in Cursor API (bench/cursor_api.py), then times one
+the stand-in Cursor API (testkit/cursor_api.py), then times one
 ``agents.create`` and ``--turns`` short turns, ``agent.send(...).wait()``: the
 stand-in refuses RunSSE, so each turn ends at once with status ``error`` after its run
 row and run events went through the store. That is the store's share of a turn with
@@ -48,9 +48,9 @@ from typing import IO, Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.app import METRICS_PATH
 from bridge_store.client import bridge_path, launch_bridge, local_options, start_sidecar
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 
 API_KEY = "bench-api-key"
 READY_PREFIX = "cursor-sdk-bridge ready "

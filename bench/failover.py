@@ -31,19 +31,16 @@ import itertools
 import json
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from bridge_store.client import start_serve
-from bridge_store.errors import Code, ConnectError
-
+from bridge_store.errors import Code
 from testkit.appenders import AppendClient, Appenders, audit, read_log
 from testkit.callstore import CallStoreClient
 from testkit.pg_cluster import PostgresCluster, postgres_cluster
 from testkit.services import execute
+
 
 def fail_over(cluster: PostgresCluster, order: str) -> None:
     if order == "promote":

@@ -12,7 +12,7 @@ present), and its wall time, items per second and peak RSS are printed::
     python -m bench import-local --agents 50 --store sqlite:///x.db
 
 Needs the ``client`` extra (the bridge). Postgres runs in a fresh database
-(bench.services), dropped afterwards.
+(testkit.services), dropped afterwards.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
-from bench.services import postgres_database
 from bridge_store.client import BRIDGE_READY_PREFIX, BridgeProcess, bridge_endpoint, bridge_path
 from bridge_store.client._process import START_TIMEOUT_SECONDS, start
 from bridge_store.lifecycle.builtin_sqlite import agent_directory, find_stores
+from testkit.cursor_api import MODEL_ID, CursorApiStub
+from testkit.services import postgres_database
 
 
 def one_real_run(home: Path, workspace: Path) -> Path:

@@ -28,8 +28,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from testkit.callstore import CallStoreClient
+
 from . import mix, servers
-from .load_checks import CallStoreClient, audit, phase_tag, preflight, seed
+from .load_checks import audit, phase_tag, preflight, seed
 from .load_report import Row, judge, open_loop_table, table
 from .loadgen import LoadResult, lua_script, run_wrk, wrk_path
 from .machine import cpu_seconds, machine

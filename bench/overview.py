@@ -29,7 +29,6 @@ from typing import Any
 
 from starlette.datastructures import QueryParams
 
-from bench.services import postgres_database
 from bridge_store.dispatch import call_store
 from bridge_store.history import run_history
 from bridge_store.plugins import get_plugin_manager
@@ -45,6 +44,7 @@ from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.statements import Session
 from bridge_store_sql.summary import summary_columns
 from bridge_store_sql.tables import agents, run_tool_calls, runs
+from testkit.services import postgres_database
 
 TENANT = "default"
 MODELS = ("composer-2", "gpt-5", "claude-4")

@@ -31,9 +31,9 @@ from pathlib import Path
 import redis
 
 from bench.redis_events import concurrent, event, summary, timed
-from bench.services import free_port
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.backend import RedisBackend
+from testkit.services import free_port
 
 NODES = 6
 START_SECONDS = 30.0

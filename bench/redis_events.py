@@ -1,7 +1,7 @@
 """Redis backend speed: appends, tail reads and listing.
 
 Runs in-process against the machine's Redis under a throwaway key prefix
-(``bench.services``, deleted at the end), without HTTP, so the numbers are the backend's own cost:
+(``testkit.services``, deleted at the end), without HTTP, so the numbers are the backend's own cost:
 
     python -m bench redis-events [--events 100000]
 
@@ -26,11 +26,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bench.services import REDIS_URL, redis_prefix
 from bridge_store.contract import now_ms
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.substores import AgentPosition, RunPosition
 from bridge_store_redis.backend import RedisBackend
+from testkit.services import REDIS_URL, redis_prefix
 
 PAYLOAD = {"type": "assistant_delta", "text": "x" * 160}
 

@@ -9,7 +9,7 @@ pruned agent and per item deleted (runs, events and blobs)::
     python -m bench retention                       # SQLite, Postgres and Redis
     python -m bench retention --store memory:// --agents 50
 
-Postgres runs in a fresh database and Redis under a fresh prefix (bench.services),
+Postgres runs in a fresh database and Redis under a fresh prefix (testkit.services),
 both dropped afterwards; SQLite in a temporary directory.
 """
 
@@ -23,11 +23,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from bench.services import postgres_database, redis_prefix
 from bridge_store.lifecycle.gc import collect_garbage
 from bridge_store.lifecycle.prune import PruneCriteria, prune
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, Stores, open_stores
+from testkit.services import postgres_database, redis_prefix
 
 DAY_MS = 86_400_000
 BLOB = os.urandom(16 * 1024)

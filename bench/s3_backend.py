@@ -3,7 +3,7 @@
     python -m bench s3-backend
 
 Starts the tests' S3 server (moto with requests serialised, as S3's conditional writes
-are atomic; ``bench.services.S3Server``) in a subprocess, then measures wall time and this
+are atomic; ``testkit.services.S3Server``) in a subprocess, then measures wall time and this
 process's CPU time per call: appends (one at a time, 200 at once, and two processes
 racing on one run), the bridge's empty poll, list pages and a 32 MiB checkpoint blob
 given to the backend as bytes (in a fresh child process, with how far its RSS peaks
@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.servers import ROOT, start_child
-from bench.services import s3_store_url
 from bridge_store.conformance.harness import StoreClient, agent, run
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
+from testkit.services import s3_store_url
 
 
 async def timed(

@@ -36,12 +36,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bridge_store.client import Sidecar, start_serve
+from testkit.callstore import CallStoreClient
+from testkit.services import fetch
 
 from . import mix, servers
-from .load_checks import CallStoreClient, audit, preflight, seed
+from .load_checks import audit, preflight, seed
 from .loadgen import LoadResult, lua_script, run_wrk, wrk_path
 from .machine import cpu_seconds, machine
-from .services import fetch
 
 BACKENDS = ("postgres", "redis")
 

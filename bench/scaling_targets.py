@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench import services
 from bench.servers import start_child
 from bridge_store.conformance.harness import agent, run
 from bridge_store.plugins import get_plugin_manager, open_backend
@@ -25,6 +24,7 @@ from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.substores import Backend, RunPosition, stored_event
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
+from testkit import services
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
 BASE_MS = 1_700_000_000_000

@@ -30,7 +30,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bench.services import postgres_database
 from bridge_store.contract import new_event
 from bridge_store.dispatch import call_store
 from bridge_store.plugins import get_plugin_manager
@@ -40,6 +39,7 @@ from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.search import IndexedSearch, ScanSearch, search, search_index
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import upgrade
+from testkit.services import postgres_database
 
 RARE, COMMON = "zanzibar", "router"
 _WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "ne", "po", "ru", "si", "te") for b in "aeiou"]

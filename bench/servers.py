@@ -4,7 +4,7 @@
   that backend (through ``bridge_store.client.start_serve``, log level warning, no
   access log). Postgres gets a new database, dropped afterwards; Redis a new key
   prefix, deleted afterwards; S3 a moto server in another process (all three from
-  ``bench.services``).
+  ``testkit.services``).
 - ``reference``: cursor-sdk's ``StoreCallbackServer`` over ``bench.reference_store``.
 - ``ceiling``: a raw ASGI app on uvicorn with the settings of ``bridge-store serve``
   (httptools, uvloop, no access log) that reads and parses the body as the real path
@@ -13,7 +13,7 @@
 
 The reference, ceiling and S3 servers run as ``python -m bench.servers KIND`` and
 print ``bench-server ready {"url": ...}`` on stdout once they accept connections.
-Postgres and Redis are the servers ``bench.services`` names, by default the machine's.
+Postgres and Redis are the servers ``testkit.services`` names, by default the machine's.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.services import S3Server, postgres_database, redis_prefix, s3_store_url
 from bridge_store.cli.serving import UVICORN_SETTINGS
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
+from testkit.services import S3Server, postgres_database, redis_prefix, s3_store_url
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "bench-server ready "

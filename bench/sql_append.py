@@ -12,7 +12,7 @@ round trip, so writes / appends is the round trips per append.
     python -m bench sql-append --store postgresql://postgres@127.0.0.1/bench_db
 
 Without ``--store`` it runs SQLite in a temporary directory and Postgres in a fresh
-database (``bench.services``, dropped afterwards).
+database (``testkit.services``, dropped afterwards).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import tempfile
 import time
 import uuid
 
-from bench.round_trips import WriteCounter
-from bench.services import postgres_database
 from bridge_store.contract import new_event
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.postgres import PostgresDatabase
+from testkit.round_trips import WriteCounter
+from testkit.services import postgres_database
 
 
 async def run_case(

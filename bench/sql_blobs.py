@@ -9,7 +9,7 @@ buffer, or out of it into the returned ``bytes``).
     python -m bench sql-blobs --store postgresql://postgres@127.0.0.1/some_db --mib 64
 
 Without ``--store`` it runs SQLite in a temporary directory and Postgres in a fresh
-database (``bench.services``, dropped afterwards).
+database (``testkit.services``, dropped afterwards).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bench.services import postgres_database
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
+from testkit.services import postgres_database
 
 
 async def measure(operation: Callable[[], Awaitable[Any]]) -> tuple[float, int, Any]:

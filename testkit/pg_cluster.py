@@ -1,7 +1,7 @@
 """A private PostgreSQL primary, optionally with a streaming standby, in a temp directory.
 
 For the tests and benchmarks that must stop, promote or measure a database server:
-the machine's Postgres (``bench.services``) is shared by everyone and is never
+the machine's Postgres (``testkit.services``) is shared by everyone and is never
 stopped or reconfigured. :class:`PostgresCluster` runs ``initdb``, ``pg_ctl`` and
 ``pg_basebackup`` from the installed server (``pg_config --bindir``) on free loopback
 ports, as the ``postgres`` user when this process is root (the server refuses to run

@@ -20,14 +20,14 @@ import cursor_sdk
 import cursor_sdk.errors
 import pytest
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
-from bench.services import REDIS_URL, fetch
 from bridge_store.client import BridgeProcess, launch_bridge, local_options
 from bridge_store.security.auth import Scope
 from bridge_store.security.encryption import new_key_line
 from bridge_store.security.tokens_file import add_token
 from bridge_store_redis.keys import KeySpace
 from bridge_store_s3.settings import parse_url
+from testkit.cursor_api import MODEL_ID, CursorApiStub
+from testkit.services import REDIS_URL, fetch
 from tests.support.bridge_js import BridgeStoreClient, blob, unblob
 from tests.support.sdk_versions import current_install
 from tests.support.server import ServerProcess, serve

@@ -17,9 +17,9 @@ from bridge_store.ops.activity import LABEL_CAPS, OTHER, ActivityCounts
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes, open_stores
+from testkit.inprocess import running
 
 from .support.history import FINISHED_RUN, LOGIN_AGENT, history_calls, message, run
-from .support.inprocess import running
 from .test_viewer_tenants import WRITE_A, WRITE_B, registry, store, team_b_calls
 
 ADMIN = "metrics-admin-token"

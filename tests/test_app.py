@@ -17,7 +17,7 @@ from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes
 from bridge_store_memory import MemoryBackend
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "app-test-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}

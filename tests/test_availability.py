@@ -20,7 +20,7 @@ from bridge_store.stores import Routes
 from bridge_store.types import Document
 from bridge_store_memory import MemoryBackend
 from bridge_store_memory.backend import MemoryAgents
-from tests.support.inprocess import running
+from testkit.inprocess import running
 from tests.test_metrics import AUTH, TOKEN, scrape, value
 
 # scrape() authenticates with test_metrics' token: the app here takes the same one.

@@ -27,7 +27,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.services import S3Server, s3_store_url
 from bridge_store.app import METRICS_PATH
 from bridge_store.config import READY_PREFIX
 from bridge_store.conformance.harness import agent
@@ -38,6 +37,7 @@ from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import DEFAULT_TENANT as TENANT
 from bridge_store.stores import OpenStores, Routes, open_stores
 from bridge_store.substores import BackendOptions
+from testkit.services import S3Server, s3_store_url
 from tests.support.proxy import FaultyProxy
 from tests.support.redis import MakeRedisUrl
 

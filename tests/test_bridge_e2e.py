@@ -23,11 +23,11 @@ import cursor_sdk.errors
 import httpx
 import pytest
 
-from bench.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from bridge_store.client import BridgeProcess, Session, launch, launch_bridge, local_options
 from bridge_store.security.auth import SHORTHAND_TOKEN_NAME
 from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
+from testkit.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.bridge_js import BridgeStoreClient, blob
 from tests.support.processes import still_running
 from tests.support.sdk_versions import current_install

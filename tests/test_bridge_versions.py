@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from bench.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from bridge_store.client import launch_bridge
+from testkit.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.sdk_versions import TESTED_VERSIONS, SdkInstall, sdk_install
 from tests.support.server import ServerProcess, serve
 

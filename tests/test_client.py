@@ -23,7 +23,6 @@ import cursor_sdk
 import httpx
 import pytest
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.cli.bridge import bridge_main
 from bridge_store.client import (
     BRIDGE_READY_PREFIX,
@@ -45,6 +44,7 @@ from bridge_store.errors import ConfigurationError
 from bridge_store.security.auth import Scope
 from bridge_store.security.tokens import TOKEN_ENV, load_or_generate, read_auth_token
 from bridge_store.security.tokens_file import add_token
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.fake_bridge import (
     WAIT_SECONDS,
     FakeBridge,

@@ -18,7 +18,7 @@ from pathlib import Path
 import botocore.session
 import pytest
 
-from bench.cursor_api import CursorApiStub
+from testkit.cursor_api import CursorApiStub
 from tests.support.compose import ComposeProject, host_network_override, load
 from tests.support.container_history import life_cycle
 from tests.support.docker import SESSION, BuiltImage, Container, DockerError, docker, inspect

@@ -39,7 +39,7 @@ from bridge_store.wire._codecs import MAX_DEPTH
 from bridge_store.wire._compression import DEFAULT_COMPRESS_MIN_BYTES, should_compress
 from bridge_store_memory import MemoryBackend
 from bridge_store_memory.backend import MemoryAgents
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "test-token-\u00e9-not-logged"  # non-ASCII on purpose: headers are bytes
 LIMIT = 16 * 1024

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.cursor_api import CursorApiStub
-from bench.services import free_port
 from bridge_store.cli.serving import GRACEFUL_SHUTDOWN_SECONDS
+from testkit.cursor_api import CursorApiStub
+from testkit.services import free_port
 from tests.support.container_history import assert_history_served, life_cycle
 from tests.support.docker import BuiltImage, docker, inspect, make_volume, run_container
 from tests.support.dockerfile import Dockerfile

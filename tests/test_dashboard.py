@@ -14,7 +14,7 @@ from bridge_store.app import METRICS_PATH, create_app
 from bridge_store.config import ServerConfig
 from bridge_store.lifecycle.retain import RetentionSettings
 from bridge_store.stores import Routes
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "bridge-store.json"

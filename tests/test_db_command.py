@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.services import free_port
 from bridge_store.errors import EXIT_CONFIGURATION, EXIT_UNREACHABLE
 from bridge_store.urls import redact
 from bridge_store_sql.migrate import head_revision
+from testkit.services import free_port
 
 from .support.stores import STORE_KINDS, serve_arguments
 

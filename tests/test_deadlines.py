@@ -26,8 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.services import S3Server
 from bridge_store.conformance.harness import agent
+from testkit.services import S3Server
 
 from .support.redis import RedisServer
 from .support.server import CALL_STORE_PATH, ServerProcess, serve

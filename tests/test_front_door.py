@@ -10,7 +10,7 @@ from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.ops.readiness import READY_PATH
 from bridge_store.stores import Routes
-from tests.support.inprocess import running
+from testkit.inprocess import running
 from tests.support.server import serve
 
 TOKEN = "front-door-test-token"

@@ -29,7 +29,7 @@ from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.stores import Routes
 from bridge_store.wire.http_guard import guarded_protocol
 from bridge_store.wire.http_limits import RESERVED_FILE_DESCRIPTORS, HttpLimits, connection_cap
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "http-guard-test-token"
 SERVE_MEMORY = ("--store", "memory://", "--log-level", "warning")

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from bench.cursor_api import CursorApiStub
 from bridge_store.cli import main
 from bridge_store.client import bridge_path, launch_bridge
 from bridge_store.errors import EXIT_CONFIGURATION
@@ -32,6 +31,7 @@ from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.encryption import is_sealed_blob, is_sealed_metadata, load_keyring
 from bridge_store.security.sealed_stores import seal_stores
 from bridge_store.stores import Routes, resolve
+from testkit.cursor_api import CursorApiStub
 from tests.support.bridge_js import BridgeStoreClient, bridge_directory, unblob
 from tests.support.builtin_history import (
     CHECKPOINT,

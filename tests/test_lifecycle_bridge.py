@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.cli import main
 from bridge_store.client import local_options
 from bridge_store.security.encryption import new_key_line
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.bridge_js import BridgeStoreClient, blob, unblob
 from tests.support.sdk_versions import current_install
 from tests.support.server import serve

@@ -21,7 +21,7 @@ from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_d
 from bridge_store.stores import Routes
 from bridge_store.substores import PoolStats
 from bridge_store_sql.backend import SqlBackend
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "metrics-test-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}

@@ -26,7 +26,6 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
-from bench.services import fetch
 from bridge_store.conformance.harness import StoreClient
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.stores import Routes, open_stores
@@ -39,6 +38,7 @@ from bridge_store_sql.tables import (
     VERSION_TABLE,
     metadata,
 )
+from testkit.services import fetch
 
 EXPECTED_TABLES = {
     "agents",

@@ -1,6 +1,6 @@
 """Postgres with a standby: a multi-host URL follows a failover under append load.
 
-A private primary and a synchronous streaming standby (``bench.pg_cluster``, never
+A private primary and a synchronous streaming standby (``testkit.pg_cluster``, never
 the machine's shared Postgres) serve ``bridge-store serve`` through
 ``postgresql://primary,standby/db?target_session_attrs=read-write``. While workers
 append, the standby is promoted and the primary stopped. Calls in flight then fail
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.failover import AppendClient, Appenders, audit
-from bench.pg_cluster import PostgresCluster, postgres_cluster
-from bench.services import execute
 from bridge_store.errors import Code
+from testkit.appenders import AppendClient, Appenders, audit
+from testkit.pg_cluster import PostgresCluster, postgres_cluster
+from testkit.services import execute
 
 from .support.server import serve
 

@@ -16,11 +16,11 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 import sqlalchemy as sa
 
-from bench.services import run_async
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
+from testkit.services import run_async
 
 from .support.postgres import TcpProxy, emptied
 from .support.server import StoreHttpClient, serve

@@ -23,7 +23,7 @@ from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
 from bridge_store_memory import MemoryBackend
-from tests.support.inprocess import running
+from testkit.inprocess import running
 from tests.support.postgres import TcpProxy
 from tests.support.proxy import FaultyProxy
 from tests.support.server import serve

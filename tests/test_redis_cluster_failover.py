@@ -18,10 +18,10 @@ import time
 
 import pytest
 
-from bench.failover import AppendClient, Appenders, audit
 from bridge_store.errors import Code, ConnectError
 from bridge_store_redis.keys import KeySpace
 from bridge_store_redis.settings import parse_url
+from testkit.appenders import AppendClient, Appenders, audit
 from tests.support.redis import store_client
 from tests.support.redis_cluster import MakeClusterUrl, RedisCluster
 

@@ -19,10 +19,10 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from bench.services import free_port
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.errors import NotReplicated, redis_errors
+from testkit.services import free_port
 from tests.support.redis import RedisServer
 
 pytestmark = pytest.mark.redis

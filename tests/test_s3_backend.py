@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import bridge_store_s3._index as index_module
-from bench.services import S3_BUCKET, S3Server
 from bridge_store.conformance.harness import agent, run
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
@@ -25,6 +24,7 @@ from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.errors import PreconditionFailed
 from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
+from testkit.services import S3_BUCKET, S3Server
 from tests.support.s3 import MakeS3Url
 
 pytestmark = pytest.mark.s3

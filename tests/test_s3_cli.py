@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.services import S3Server
+from testkit.services import S3Server
 
 pytestmark = pytest.mark.s3
 

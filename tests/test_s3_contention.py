@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from bench.services import S3Server
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager
@@ -29,6 +28,7 @@ from bridge_store_s3 import _index, checkpoints, events
 from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.keys import Layout
 from bridge_store_s3.settings import parse_url
+from testkit.services import S3Server
 from tests.support.s3 import MakeS3Url
 from tests.support.server import serve
 

@@ -9,12 +9,12 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bench.services import S3_BUCKET, S3_REGION, S3Server
 from bridge_store.errors import ConfigurationError
 from bridge_store_s3._bucket import _store_options
 from bridge_store_s3._credentials import ProfileCredentials
 from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.settings import parse_url
+from testkit.services import S3_BUCKET, S3_REGION, S3Server
 
 pytestmark = pytest.mark.s3
 

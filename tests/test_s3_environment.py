@@ -6,13 +6,13 @@ import secrets
 
 import pytest
 
-from bench.services import S3_BUCKET, S3_REGION, S3Server
 from bridge_store.conformance.harness import agent
 from bridge_store.errors import ConfigurationError
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.stores import Routes, open_stores
 from bridge_store.substores import BackendOptions
+from testkit.services import S3_BUCKET, S3_REGION, S3Server
 
 pytestmark = pytest.mark.s3
 

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bench.services import S3Server
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.settings import parse_url
+from testkit.services import S3Server
 from tests.support.server import serve
 
 pytestmark = pytest.mark.s3

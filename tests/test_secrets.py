@@ -34,9 +34,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from bench.services import S3_BUCKET, S3Server, execute, free_port, s3_store_url
 from bridge_store.config import READY_PREFIX
 from bridge_store.connect import CALL_STORE_PATH
+from testkit.services import S3_BUCKET, S3Server, execute, free_port, s3_store_url
 from tests.support.proxy import FaultyProxy
 
 TOKEN = "token-" + secrets.token_hex(20)

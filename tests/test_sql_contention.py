@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.services import execute
 from bridge_store.conformance.harness import agent
 from bridge_store.errors import Code, ConnectError
+from testkit.services import execute
 
 from .support.server import ServerProcess, serve
 

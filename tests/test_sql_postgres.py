@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from bench.round_trips import WriteCounter
-from bench.services import database_url, execute, fetch, free_port
 from bridge_store.conformance import LeaseConformance, StoreConformance
 from bridge_store.conformance.harness import longest_key
 from bridge_store.contract import new_event
@@ -22,6 +20,8 @@ from bridge_store.substores import BackendOptions
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.postgres import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres
+from testkit.round_trips import WriteCounter
+from testkit.services import database_url, execute, fetch, free_port
 
 from .support.postgres import emptied, terminate_connections
 from .test_sql_sqlite import SqlBackendChecks

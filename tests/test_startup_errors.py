@@ -20,8 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.pg_cluster import postgres_cluster
-from bench.services import (
+from bridge_store.client import launch
+from bridge_store.errors import (
+    EXIT_CONFIGURATION,
+    EXIT_UNREACHABLE,
+    BackendUnreachable,
+    ConfigurationError,
+)
+from testkit.pg_cluster import postgres_cluster
+from testkit.services import (
     S3_BUCKET,
     S3_REGION,
     S3Server,
@@ -29,13 +36,6 @@ from bench.services import (
     execute,
     free_port,
     s3_store_url,
-)
-from bridge_store.client import launch
-from bridge_store.errors import (
-    EXIT_CONFIGURATION,
-    EXIT_UNREACHABLE,
-    BackendUnreachable,
-    ConfigurationError,
 )
 from tests.test_s3_environment import CREDENTIAL_VARIABLES
 

@@ -1,4 +1,4 @@
-"""bench/services.py and the fixtures over it load without any backend library."""
+"""testkit/services.py and the fixtures over it load without any backend library."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_fixtures_import_no_backend_client_library() -> None:
     # So an install without an extra still collects the tests that do not need it.
     code = (
-        "import sys; import bench.services, tests.support.postgres, tests.support.redis, "
+        "import sys; import testkit.services, tests.support.postgres, tests.support.redis, "
         "tests.support.s3; print(sorted(set(sys.modules) & {'asyncpg', 'redis', 'moto', "
         "'botocore', 'werkzeug', 'obstore'}))"
     )

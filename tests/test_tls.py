@@ -21,7 +21,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.cli import main
 from bridge_store.client import (
     Sidecar,
@@ -36,6 +35,7 @@ from bridge_store.client.trust import NODE_CA_ENV
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
 from bridge_store.security.tokens import TOKEN_ENV
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.certificates import Authority, Issued
 from tests.support.sdk_versions import BRIDGE_OVERRIDES
 

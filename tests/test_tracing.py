@@ -23,7 +23,7 @@ from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
 from bridge_store.ops.tracing import SPAN_NAME, Tracing, tracing_from_environment
 from bridge_store.stores import Routes
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "tracing-test-token"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.client import launch_bridge, local_options
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.server import serve
 
 pytestmark = [pytest.mark.bridge, pytest.mark.slow]

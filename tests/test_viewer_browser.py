@@ -27,6 +27,7 @@ from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.stores import Routes
+from testkit.inprocess import running
 
 from .support.history import (
     DOCS_AGENT,
@@ -41,7 +42,6 @@ from .support.history import (
     message,
     run,
 )
-from .support.inprocess import running
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from bridge_store.cli import main
 from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.security.encryption import Keyring, key_id, parse_key
 from bridge_store.stores import Routes
+from testkit.inprocess import running
 
 from .support.history import ANSWER, FINISHED_RUN, LOGIN_AGENT, PROMPT, history_calls
-from .support.inprocess import running
 from .test_viewer_tenants import (
     B_ONLY_AGENT,
     B_PROMPT,

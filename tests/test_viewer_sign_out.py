@@ -19,7 +19,7 @@ from bridge_store.config import ServerConfig
 from bridge_store.stores import Routes
 from bridge_store.viewer import session as viewer_session
 from bridge_store.viewer.session import SESSION_COOKIE, Sessions
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "viewer-sign-out-token-0123"
 

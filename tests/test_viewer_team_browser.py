@@ -17,9 +17,9 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.stores import Routes
+from testkit.inprocess import running
 
 from .support.history import DOCS_AGENT, FINISHED_RUN, LOGIN_AGENT, T0, history_calls, message, run
-from .support.inprocess import running
 from .test_viewer_browser import (
     CHROMIUM,
     CHROMIUM_FLAGS,

@@ -16,6 +16,7 @@ from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
+from testkit.inprocess import running
 
 from .support.history import (
     ANSWER,
@@ -30,7 +31,6 @@ from .support.history import (
     run,
     text,
 )
-from .support.inprocess import running
 
 WRITE_A = "team-a-writer-token"
 READ_A = "team-a-reader-token"

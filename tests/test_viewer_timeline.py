@@ -17,9 +17,9 @@ from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
 from bridge_store.viewer.transcript import TranscriptBuilder
+from testkit.inprocess import running
 
 from .support.history import T0, agent, finished_run_messages, message, run
-from .support.inprocess import running
 
 TOKEN = "timeline-token"
 AGENT, RUN = "agent-t", "run-t"

@@ -21,6 +21,7 @@ from bridge_store.security.auth import SHORTHAND_TOKEN_NAME, TokenRegistry
 from bridge_store.stores import Routes, open_stores
 from bridge_store.viewer.session import CSRF_COOKIE, SESSION_COOKIE
 from bridge_store.viewer.standalone import create_ui_app
+from testkit.inprocess import running
 
 from .support.history import (
     ANSWER,
@@ -36,7 +37,6 @@ from .support.history import (
     run,
     text,
 )
-from .support.inprocess import running
 
 TOKEN = "viewer-test-token"
 

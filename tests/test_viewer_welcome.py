@@ -24,9 +24,9 @@ from bridge_store.stores import Routes
 from bridge_store.viewer.reader import HistoryReader
 from bridge_store.viewer.standalone import create_ui_app
 from bridge_store.viewer.welcome import BridgeHint, Welcome
+from testkit.inprocess import running
 
 from .support.history import LOGIN_AGENT, agent
-from .support.inprocess import running
 
 SHORTHAND = "the-one-token-of-this-store"
 WRITER_A = "team-a-writer-token"

@@ -16,7 +16,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from bench.services import S3Server, s3_store_url
 from bridge_store.conformance.harness import agent
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConnectError
@@ -24,6 +23,7 @@ from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import DEFAULT_TENANT as TENANT
 from bridge_store.stores import OpenStores, Routes, open_stores
 from bridge_store.substores import BackendOptions
+from testkit.services import S3Server, s3_store_url
 from tests.support.proxy import FaultyProxy
 from tests.support.redis import MakeRedisUrl
 

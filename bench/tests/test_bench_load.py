@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bench import mix, services
+from bench import mix
 from bench.load import _arguments, measure_or_report
 from bench.load_report import Row, judge, open_loop_table, table
 from bench.loadgen import LoadResult
@@ -16,7 +16,8 @@ from bench.openloop import OpenLoopResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.wire._codecs import MAX_DEPTH
-from tests.support.inprocess import running
+from testkit import services
+from testkit.inprocess import running
 
 NO_ERRORS = {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
 

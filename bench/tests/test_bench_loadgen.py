@@ -12,12 +12,13 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from bench import mix
-from bench.load_checks import CallStoreClient, audit, preflight, seed
+from bench.load_checks import audit, preflight, seed
 from bench.loadgen import LoadResult, _lua_string, lua_script, parse_output, run_wrk
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.stores import Routes
-from tests.support.inprocess import running
+from testkit.callstore import CallStoreClient
+from testkit.inprocess import running
 
 TOKEN = "bench-test-token"
 needs_wrk = pytest.mark.skipif(shutil.which("wrk") is None, reason="apt-get install -y wrk")

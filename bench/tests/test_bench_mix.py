@@ -12,13 +12,14 @@ from collections.abc import Iterator
 import pytest
 
 from bench import mix
-from bench.load_checks import CallStoreClient, audit, preflight, seed
+from bench.load_checks import audit, preflight, seed
 from bench.mix_recording import recorded_calls
 from bench.reference_store import ReferenceStore
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.stores import Routes
-from tests.support.inprocess import running
+from testkit.callstore import CallStoreClient
+from testkit.inprocess import running
 
 TOKEN = "bench-test-token"
 

@@ -10,7 +10,7 @@ import pytest
 
 from bench import mix
 from bench.openloop import RequestSource, percentiles, run_open_loop
-from tests.support.inprocess import running
+from testkit.inprocess import running
 
 TOKEN = "open-loop-test-token"
 

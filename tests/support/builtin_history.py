@@ -23,10 +23,10 @@ from typing import Any
 
 import cursor_sdk
 
-from bench.cursor_api import MODEL_ID, CursorApiStub
 from bridge_store.client import BRIDGE_READY_PREFIX, BridgeProcess, bridge_endpoint, bridge_path
 from bridge_store.client._process import START_TIMEOUT_SECONDS, start
 from bridge_store.lifecycle.builtin_sqlite import find_stores
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.bridge_js import (
     BridgeStoreClient,
     LocalStoreClient,

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from bench.services import free_port
+from testkit.services import free_port
 from tests.support.docker import DockerError, docker
 from tests.support.dockerfile import ROOT, Dockerfile
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from bridge_store.client import launch_bridge, local_options
+from testkit.cursor_api import MODEL_ID, RUN_PATH, CursorApiStub
 from tests.support.server import StoreHttpClient
 
 API_KEY = "container-api-key"

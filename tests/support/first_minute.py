@@ -39,8 +39,8 @@ from typing import IO, Any
 
 from playwright.sync_api import Page, expect, sync_playwright
 
-from bench.cursor_api import CursorApiStub
 from bridge_store.config import READY_PREFIX
+from testkit.cursor_api import CursorApiStub
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]

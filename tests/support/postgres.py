@@ -8,7 +8,7 @@ copied from one template the session migrates once: a copy costs a tenth of runn
 the migrations. ``emptied(url)`` empties a migrated database's tables, for a module
 that shares one database between its tests. Every database the session made, the
 template included, is dropped when the session ends, however its tests went.
-Databases are made by ``bench.services`` (the one place for throwaway services), whose
+Databases are made by ``testkit.services`` (the one place for throwaway services), whose
 ``POSTGRES_ADMIN_URL`` names the server.
 
 Here too asyncpg is imported only when used, so an install without the postgres
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench.services import (
+from testkit.services import (
     POSTGRES_ADMIN_URL,
     create_database,
     database_url,

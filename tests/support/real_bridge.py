@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.cursor_api import CursorApiStub
+from testkit.cursor_api import CursorApiStub
 from tests.support.sdk_versions import BRIDGE_OVERRIDES
 
 

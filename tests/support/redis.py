@@ -1,7 +1,7 @@
 """Redis fixtures: fresh key prefixes on the machine's Redis, and private servers.
 
 ``make_redis_url()`` is what most tests want: each call returns a store URL on the
-machine's Redis (``bench.services.REDIS_URL``, from ``BRIDGE_STORE_TEST_REDIS_URL``)
+machine's Redis (``testkit.services.REDIS_URL``, from ``BRIDGE_STORE_TEST_REDIS_URL``)
 under a new unique key prefix; every key of every prefix handed out is deleted at
 teardown. Keyword arguments become URL parameters (``make_redis_url(run_events_ttl="60")``).
 redis-py is imported only when used, so an install without the redis extra can still
@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bench.services import REDIS_URL, delete_prefix, free_port, new_redis_prefix, redis_store_url
 from bridge_store.conformance.harness import StoreClient
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import Routes, open_stores
+from testkit.services import REDIS_URL, delete_prefix, free_port, new_redis_prefix, redis_store_url
 
 if TYPE_CHECKING:
     import redis

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bench.services import free_port, new_redis_prefix
+from testkit.services import free_port, new_redis_prefix
 from tests.support.redis import START_TIMEOUT_SECONDS, RedisServer
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""S3 fixtures: the session's S3 server (moto, see ``bench.services.S3Server``), prefixes.
+"""S3 fixtures: the session's S3 server (moto, see ``testkit.services.S3Server``), prefixes.
 
 ``make_s3_url()`` is what most tests want: each call returns an ``s3://`` store URL
 for the session's server, under a new unique key prefix of the session's bucket, with
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from bench.services import S3_BUCKET, S3Server
+from testkit.services import S3_BUCKET, S3Server
 
 MakeS3Url = Callable[..., str]
 
