@@ -91,7 +91,9 @@ def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None
         and not name.endswith("__init__.py")
         for name in names
     )
-    assert not any(name.startswith("tests/") for name in names)
+    # The tests, the benchmarks and the infrastructure they share stay in the tree.
+    for development in ("tests/", "bench/", "testkit/"):
+        assert not any(name.startswith(development) for name in names), development
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[bridge_store.backends]" in text
