@@ -7,6 +7,14 @@ fails. What it would also retry, a command whose connection broke, is not retrie
 here, for the reason no connection of this backend is
 (``RedisSettings.connection_options``): an append whose reply was lost may have run.
 Such failures answer ``unavailable`` and the next call finds the new topology.
+
+Two symptoms of a failover would otherwise escape as ``internal``. A promoted replica
+has an empty script cache (Redis does not replicate ``SCRIPT LOAD``), so a script
+answers NOSCRIPT and did not run; redis-py's fallback loads it on the primaries the
+client knows of, which can miss the new one, so it is loaded here on the node the slot
+map names and sent again. And a primary demoted while a WAIT blocks answers that WAIT
+with ``UNBLOCKED ... (master -> replica?)``: the write ran, but whether a replica has
+it is unknown, so it is :class:`~.errors.NotReplicated`, which answers ``unavailable``.
 """
 
 from __future__ import annotations
@@ -17,20 +25,31 @@ from typing import Any
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterNode
-from redis.exceptions import AskError, ClusterError, MovedError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    MovedError,
+    NoScriptError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bridge_store.substores import BackendOptions
 
 from .errors import NotReplicated
-from .scripts import READ_RANGES
+from .scripts import ALL, READ_RANGES
 from .settings import RedisSettings
 
 #: The commands bridge-store writes with; WAIT follows each when ``wait_replicas`` is set.
 _WRITES = frozenset({"EVALSHA", "SET", "DEL", "UNLINK"})
 #: The one script that only reads.
 _READ_ONLY_SHA = hashlib.sha1(READ_RANGES.encode(), usedforsecurity=False).hexdigest()
+#: Every script's source by its SHA, to load one on a node whose cache lacks it.
+_SOURCES = {
+    hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest(): source for source in ALL
+}
 #: Pause before asking again for a slot that moved or is being migrated.
 _REDIRECT_PAUSE_SECONDS = 0.05
 
@@ -55,9 +74,31 @@ class BoundedCluster(RedisCluster):
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         async with asyncio.timeout(self._deadline), self._turns:
-            if self._wait_replicas and _is_write(args) and "target_nodes" not in kwargs:
+            if "target_nodes" in kwargs:
+                return await super().execute_command(*args, **kwargs)
+            if self._wait_replicas and _is_write(args):
                 return await self._write_and_wait(args, kwargs)
-            return await super().execute_command(*args, **kwargs)
+            while True:
+                try:
+                    return await super().execute_command(*args, **kwargs)
+                except NoScriptError:
+                    if args[0] != "EVALSHA":
+                        raise
+                # The script did not run: its slot's primary lacks it. redis-py's
+                # fallback loads it on the primaries the client knows of, which misses
+                # a promoted replica the client has not heard of yet; load it on the
+                # node the slot map names (after a MOVED, the new primary).
+                await self._load_script(str(args[1]), self._primary_of(args[3]))
+
+    async def aclose(self) -> None:
+        """Close every connection, also while a new map of the slots is pending.
+
+        redis-py's ``aclose`` closes nothing while ``_initialize`` is set, and a
+        failover symptom sets it (so that the next command maps the cluster again): a
+        client closed then would leave its connections open.
+        """
+        self._initialize = False
+        await super().aclose()
 
     async def _write_and_wait(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run a write and WAIT on one connection of the slot's primary.
@@ -69,7 +110,7 @@ class BoundedCluster(RedisCluster):
         while True:
             if self._initialize:
                 await self.initialize()
-            node: ClusterNode = self.get_node_from_key(key)  # type: ignore[assignment]
+            node = self._primary_of(key)
             pipe = self.pipeline()
             pipe.execute_command(*args, target_nodes=node, **kwargs)
             pipe.execute_command("WAIT", self._wait_replicas, self._wait_ms, target_nodes=node)
@@ -92,18 +133,40 @@ class BoundedCluster(RedisCluster):
                 # The write did not run: the slot is being migrated. Ask again later.
                 await asyncio.sleep(_REDIRECT_PAUSE_SECONDS)
                 continue
+            if isinstance(result, NoScriptError) and args[0] == "EVALSHA":
+                # The write did not run: the node (a promoted replica) lacks the script.
+                await self._load_script(str(args[1]), node)
+                continue
             if isinstance(result, ClusterError):
                 await self.aclose()
             if isinstance(result, Exception):
                 raise result
             if isinstance(replicas, Exception):
-                raise replicas
+                # A demoted primary answers UNBLOCKED: map the cluster again first.
+                self._initialize = True
+                raise NotReplicated(
+                    f"a write ran but its replicas could not be counted "
+                    f"({type(replicas).__name__}: {replicas})"
+                ) from None
             if replicas < self._wait_replicas:
                 raise NotReplicated(
                     f"a write reached {replicas} of the {self._wait_replicas} replicas "
                     f"wait_replicas asks for within {self._wait_ms} ms"
                 )
             return result
+
+    def _primary_of(self, key: Any) -> ClusterNode:
+        node = self.get_node_from_key(key)
+        if node is None:
+            raise SlotNotCoveredError(f"no primary holds the slot of {key!r} now")
+        return node
+
+    async def _load_script(self, sha: str, node: ClusterNode) -> None:
+        source = _SOURCES.get(sha)
+        if source is None:
+            raise NoScriptError(f"no script of bridge-store has the SHA {sha}")
+        # Past this class's execute_command: the caller holds a turn already.
+        await super().execute_command("SCRIPT LOAD", source, target_nodes=node)
 
 
 def _is_write(args: tuple[Any, ...]) -> bool:
