@@ -22,13 +22,13 @@ import redis.asyncio
 from redis.cluster import REPLICA
 from redis.exceptions import ResponseError
 
-from bench.services import free_port
 from bridge_store.errors import Code, ConnectError
 from bridge_store.substores import BackendOptions
 from bridge_store_redis.cluster import BoundedCluster, cluster_client
 from bridge_store_redis.errors import NotReplicated, redis_errors
 from bridge_store_redis.scripts import DELETE_EVENT_LOGS
 from bridge_store_redis.settings import parse_url
+from testkit.services import free_port
 from tests.support.redis import RedisServer
 from tests.support.redis_cluster import MakeClusterUrl, RedisCluster
 
