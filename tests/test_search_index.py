@@ -158,9 +158,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         url = f"sqlite:///{tmp_path / 'store.db'}"
     else:
         url = request.getfixturevalue("make_postgres_url")()
-        # The plan test's filler (25,000 indexed rows in one unit) outlasts the 5 s
-        # backend timeout on a loaded machine; these tests are about the index.
-        url += ("&" if "?" in url else "?") + "command_timeout=120"
     opened = await open_stores(get_plugin_manager(), Routes.single(url), migrate=True)
     try:
         held = Store(opened)
