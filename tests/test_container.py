@@ -11,12 +11,15 @@ all traffic stays on loopback.
 from __future__ import annotations
 
 import json
+import re
 import secrets
+import shlex
 import time
 from pathlib import Path
 
 import pytest
 
+from bridge_store import __version__
 from bridge_store.cli.serving import GRACEFUL_SHUTDOWN_SECONDS
 from testkit.cursor_api import CursorApiStub
 from testkit.services import free_port
@@ -31,6 +34,33 @@ pytestmark = [
 ]
 
 DOCKERFILE = Dockerfile.read()
+CONTAINER_DOCS = Path(__file__).resolve().parent.parent / "docs" / "container.md"
+#: The documented run's port, replaced by a free one here.
+DOCUMENTED_PORT = "8787"
+
+
+def documented_run(*, volume: str, token: str, port: int) -> tuple[tuple[str, ...], list[str]]:
+    """docs/container.md's ``docker run`` of a server keeping SQLite on a volume, as
+    this suite runs it: its options (but ``-d`` and ``--name``, which ``run_container``
+    gives) with this test's volume and token, and serve's arguments with a free port."""
+    blocks = re.findall(r"```sh\n(.*?)```", CONTAINER_DOCS.read_text(), re.S)
+    (run,) = (
+        line
+        for block in blocks
+        for line in block.replace("\\\n", " ").splitlines()
+        if line.startswith("docker run ") and ":/data" in line
+    )
+    argv = shlex.split(run)[2:]
+    at = argv.index(f"bridge-store:{__version__}")
+    options, args = argv[:at], argv[at + 1 :]
+    assert options[:3] == ["-d", "--name", "bridge-store"], run
+    replaced = {
+        "bridge-store-data:/data": f"{volume}:/data",
+        "BRIDGE_STORE_AUTH_TOKEN=$(openssl rand -hex 32)": f"BRIDGE_STORE_AUTH_TOKEN={token}",
+    }
+    assert set(replaced) <= set(options), run
+    assert args[-2:] == ["--port", DOCUMENTED_PORT], run
+    return tuple(replaced.get(option, option) for option in options[3:]), [*args[:-1], str(port)]
 
 
 def test_the_image_runs_as_its_user_turns_healthy_and_stops_within_its_grace(
@@ -68,22 +98,18 @@ def test_the_real_bridge_keeps_its_history_in_the_container_across_a_sigkill(
     port = free_port()
     token = secrets.token_hex(16)
     url = f"http://127.0.0.1:{port}/"
-    container = run_container(
-        project_image.tag,
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        options=(
-            "--network",
-            "host",
-            "--volume",
-            f"{volume}:/data",
-            "--env",
-            f"BRIDGE_STORE_AUTH_TOKEN={token}",
-        ),
+    # docs/container.md's command, literally but for the names, the token and the port.
+    options, args = documented_run(volume=volume, token=token, port=port)
+    assert options == (
+        "--network",
+        "host",
+        "-v",
+        f"{volume}:/data",
+        "-e",
+        f"BRIDGE_STORE_AUTH_TOKEN={token}",
     )
+    assert args == ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    container = run_container(project_image.tag, *args, options=options)
     container.wait_ready(url)
     workspace = tmp_path / "workspace"
     workspace.mkdir()

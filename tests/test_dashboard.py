@@ -15,6 +15,7 @@ from bridge_store.config import ServerConfig
 from bridge_store.lifecycle.retain import RetentionSettings
 from bridge_store.stores import Routes
 from testkit.inprocess import running
+from tests.support.history import history_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "bridge-store.json"
@@ -91,3 +92,43 @@ def test_the_documented_promql_reads_only_exported_metrics(tmp_path: Path) -> No
     used = {name for block in blocks for name in METRIC.findall(block)}
     assert "bridge_store_call_duration_seconds_bucket" in used
     assert used - exported_names(tmp_path) == set()
+
+
+def test_the_agent_activity_row_groups_and_selects_by_labels_its_series_carry() -> None:
+    """Each activity panel's ``by (...)`` and ``{...}`` labels are labels of the series
+    it reads, as the app exports them after a tenant's runs (job and instance are
+    Prometheus's own)."""
+    from .test_activity_metrics import ACTIVITY, ADMIN, tokens
+    from .test_viewer_tenants import WRITE_A, store
+
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), tokens=tokens()))
+    with running(app) as base_url:
+        store(base_url, WRITE_A, history_calls())
+        text = httpx.get(base_url + METRICS_PATH, headers={"authorization": f"Bearer {ADMIN}"}).text
+    carried: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith(ACTIVITY):
+                carried.setdefault(sample.name, set()).update(sample.labels)
+    dashboard = json.loads(DASHBOARD.read_text())
+    checked = 0
+    for expr in expressions(dashboard):
+        read = [name for name in METRIC.findall(expr) if name.startswith(ACTIVITY)]
+        if not read:
+            continue
+        assert all(name in carried for name in read), (read, sorted(carried))
+        labels = set.union(*(carried[name] for name in read)) | {"job", "instance"}
+        grouped = {
+            name.strip()
+            for group in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expr)
+            for name in group.split(",")
+            if name.strip()
+        }
+        selected = {
+            name
+            for selector in re.findall(r"\{([^}]*)\}", expr)
+            for name in re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", selector)
+        }
+        assert grouped | selected <= labels, (expr, sorted(labels))
+        checked += 1
+    assert checked >= 6  # the row's panels: runs, failures, tokens, durations, tool calls

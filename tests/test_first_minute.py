@@ -137,3 +137,13 @@ def test_the_readme_reaches_an_agent_in_the_viewer_within_a_minute(
     assert result["viewerUrl"] == f"http://127.0.0.1:{README_PORT}/ui/"
     assert "/auth/exchange_user_api_key" in result["cursorApiPaths"]
     assert seconds < FIRST_MINUTE_SECONDS, result
+    # The README's inline `bridge-store bridge --store sqlite:///agents.db ...`, run
+    # literally: discovery JSON, a viewer its 0600 token file signs in to, a clean stop.
+    bridge = result["bridgeCommand"]
+    assert bridge["command"].startswith("bridge-store bridge --store sqlite:///agents.db ")
+    assert bridge["discovery"]["url"].startswith("http://127.0.0.1:")
+    assert bridge["tokenFile"].endswith("/agents.token")
+    assert bridge["tokenFileMode"] == "0o600"
+    assert bridge["viewerStatus"] == 200
+    assert bridge["tokenShown"] is False
+    assert bridge["exitCode"] == 0

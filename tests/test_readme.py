@@ -2,8 +2,9 @@
 
 The README is the front door (at most 250 lines); reference material lives in docs/.
 Its shell blocks run in tests/test_first_minute.py, literally, on a fresh copy of the
-repository; here the rest is checked: every ``bridge-store`` command it names inline
-parses, every relative link of the README and docs/ leads to a file and heading that
+repository, with its inline ``bridge-store bridge`` line; here the rest is checked:
+every ``bridge-store`` command it names inline parses and those without a placeholder
+run, every relative link of the README and docs/ leads to a file and heading that
 exist, the CLI's help in docs/cli.md is current, every hook is documented.
 """
 
@@ -20,7 +21,9 @@ from types import ModuleType
 import pytest
 
 from bridge_store import hookspecs
-from bridge_store.cli import build_parser
+from bridge_store.cli import build_parser, main
+from bridge_store.security.auth import Scope, token_digest
+from bridge_store.security.tokens_file import load_entries
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -112,6 +115,35 @@ def test_every_command_the_readme_names_inline_parses() -> None:
             build_parser().parse_args(argv)
         except SystemExit as exit_:  # argparse's way of refusing
             pytest.fail(f"{command!r} does not parse (exit {exit_.code})")
+
+
+#: An inline command with one of these is a pattern for the reader to fill in, not a
+#: line to paste: it is parsed above, not run.
+PLACEHOLDERS = ("...", " URL", " NAME")
+
+
+def test_every_inline_command_without_a_placeholder_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's pasteable inline commands run as written (the ``bridge`` line runs in
+    tests/test_first_minute.py, with the real bridge); the token they make works."""
+    runnable = [
+        command
+        for command in inline_commands(README)
+        if not any(mark in command for mark in PLACEHOLDERS)
+        and command.split()[:2] != ["bridge-store", "bridge"]
+    ]
+    assert runnable == [
+        "bridge-store token add alice --tenant app-team --scope write --tokens-file tokens.toml"
+    ]
+    monkeypatch.chdir(tmp_path)
+    for command in runnable:
+        assert main(shlex.split(command)[1:]) == 0
+    printed = capsys.readouterr().out
+    (entry,) = load_entries(tmp_path / "tokens.toml")
+    assert (entry.name, entry.tenant, entry.scope) == ("alice", "app-team", Scope.WRITE)
+    (token,) = (word for word in printed.split() if token_digest(word) == entry.sha256)
+    assert token not in (tmp_path / "tokens.toml").read_text()
 
 
 def anchors(page: Path) -> set[str]:

@@ -314,3 +314,21 @@ def test_no_tenant_hint_where_the_tenant_holds_history_or_nobody_does(
     assert LOGIN_AGENT in out
     # An empty store has no other tenant to point at.
     assert run_cli(capsys, "agents", "--store", "memory://", "--json") == (0, "", "")
+
+
+def test_runs_and_overview_of_an_empty_tenant_name_the_tenants_holding_history(
+    capsys: pytest.CaptureFixture[str], store_args: list[str]
+) -> None:
+    choose = "this store holds history in tenant default: choose one with --tenant default"
+    code, out, err = run_cli(capsys, "runs", *store_args, "--tenant", "team-z", "--json")
+    assert (code, out) == (0, "")
+    assert err.startswith("bridge-store: no runs: tenant team-z holds none of it; ")
+    assert choose in err
+    code, out, err = run_cli(capsys, "overview", *store_args, "--tenant", "team-z", "--json")
+    assert code == 0
+    assert json.loads(out)["windows"]["30"]["total"]["runs"] == 0
+    assert err.startswith("bridge-store: no runs in these days: tenant team-z holds none of it;")
+    assert choose in err
+    # The tenant holding the history is told nothing more.
+    assert run_cli(capsys, "runs", *store_args, "--json")[2] == ""
+    assert run_cli(capsys, "overview", *store_args, "--json", "--to", "2026-05-28")[2] == ""

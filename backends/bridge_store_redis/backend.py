@@ -14,7 +14,7 @@ from bridge_store.substores import BackendOptions, PoolStats
 
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints
-from .cluster import cluster_client
+from .cluster import BoundedCluster, cluster_client
 from .errors import redis_errors, startup_error
 from .events import RedisRunEvents
 from .keys import KeySpace
@@ -96,7 +96,10 @@ class RedisBackend:
         return [await client.info("memory")]
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if isinstance(self._client, BoundedCluster):
+            await self._client.close_connections()
+        else:
+            await self._client.aclose()
         if isinstance(self._client, Redis):
             await self._client.connection_pool.disconnect()
 

@@ -91,12 +91,23 @@ class BoundedCluster(RedisCluster):
                 await self._load_script(str(args[1]), self._primary_of(args[3]))
 
     async def aclose(self) -> None:
-        """Close every connection, also while a new map of the slots is pending.
+        """Have the next command map the cluster again; close only idle connections.
 
-        redis-py's ``aclose`` closes nothing while ``_initialize`` is set, and a
-        failover symptom sets it (so that the next command maps the cluster again): a
-        client closed then would leave its connections open.
+        redis-py calls this to re-map the cluster after CLUSTERDOWN, an uncovered slot
+        or many MOVEDs, and this class after a ClusterError; both are failover
+        symptoms, while other calls are in flight. redis-py's own ``aclose`` closes
+        every connection then, the ones in use too, which breaks those calls deep in
+        redis-py (an AttributeError on a writer set to None) and answers them
+        ``internal``. In-use connections are instead marked to reconnect after their
+        command; :meth:`close_connections` closes everything.
         """
+        self._initialize = True
+        for node in self.get_nodes():
+            node.update_active_connections_for_reconnect()
+            await node.disconnect_free_connections()
+
+    async def close_connections(self) -> None:
+        """Close every connection (the backend's close), also while a re-map is pending."""
         self._initialize = False
         await super().aclose()
 

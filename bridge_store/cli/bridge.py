@@ -27,8 +27,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "foreground with its agent store on bridge-store: an embedded store server on a "
             "free loopback port (configured like serve's, by the flags below or the same "
             "environment variables), or a running one given --store-callback-url. Prints the "
-            "bridge's discovery JSON as one line on stdout; its 'cursor-sdk-bridge ready "
-            "{JSON}' line and all other stderr pass through, and a line naming the "
+            "bridge's discovery JSON as one line on stdout. On stderr: the bridge's own "
+            "output ('cursor-sdk-bridge ready {JSON}' and the rest), and a line naming the "
             "embedded store's history viewer and the file holding its token. SIGTERM or "
             "SIGINT stops the bridge, then the store."
         ),

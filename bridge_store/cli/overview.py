@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .price_options import add_prices_argument, prices_from
-from .read_options import add_read_arguments, run_paging
+from .read_options import add_read_arguments, run_paging, tenant_hint
 
 if TYPE_CHECKING:
     from ..types import Document
@@ -46,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
     async def show(pages: Pages, args: argparse.Namespace) -> None:
         params = {"days": str(args.days), **({"to": args.to} if args.to else {})}
         data = await pages.page("overview", params)
+        if not any(view["total"]["runs"] for view in data["windows"].values()):
+            hint = await tenant_hint(pages.reader)
+            if hint is not None:
+                print(f"bridge-store: no runs in these days: {hint}", file=sys.stderr)
         if prices is not None:
             data = with_prices(data, prices)
         if args.json:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigurationError
 from ..history import SORTS
 from ..viewer import queries
-from .read_options import add_read_arguments, run_paging
+from .read_options import add_read_arguments, run_paging, tenant_hint
 
 if TYPE_CHECKING:
     from .read_options import Pages
@@ -103,6 +103,10 @@ async def _runs(pages: Pages, args: argparse.Namespace) -> None:
         rows, columns, title = list(map(runs_row, data["runs"])), RUNS_COLUMNS, "Runs"
         if data["next"]:
             print(f"more: --cursor {data['next']}", file=sys.stderr)
+        elif not data["runs"] and not args.cursor:
+            hint = await tenant_hint(pages.reader)
+            if hint is not None:
+                print(f"bridge-store: no runs: {hint}", file=sys.stderr)
     if args.json:
         for each in data["runs"]:
             print(json_line(each))

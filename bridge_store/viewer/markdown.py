@@ -18,6 +18,7 @@ from typing import Any
 
 from ..types import Document
 from .markdown_safe import code_span, html_text, inline, prose
+from .printable import printable_lines
 from .templating import duration, error_text, token_label
 
 _BACKTICKS = re.compile(r"`{3,}")
@@ -112,7 +113,14 @@ def _block(block: Document) -> str:
 def transcript_markdown(
     agent: Document | None, run: Document, blocks: list[Document], usage: dict[str, int] | None
 ) -> Iterator[str]:
-    """The Markdown document, in pieces (each ends with a blank line)."""
+    """The Markdown document, in pieces (each ends with a blank line); no control
+    character but its newlines and tabs, so printed or ``cat`` to a terminal it is text."""
+    return map(printable_lines, _pieces(agent, run, blocks, usage))
+
+
+def _pieces(
+    agent: Document | None, run: Document, blocks: list[Document], usage: dict[str, int] | None
+) -> Iterator[str]:
     title = (agent or {}).get("displayName") or (agent or {}).get("name") or run["agentId"]
     yield f"# {inline(str(title))}: turn {inline(str(run.get('turnNumber')))}\n\n"
     model = run.get("model")

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..types import Document
+from .printable import printable_cell, printable_lines
 from .templating import compact, duration, error_text, when
 from .transcript import Block, Text, ToolCall, TranscriptBuilder
 
@@ -126,20 +127,21 @@ class Output:
         if not self.terminal:
             self.stream.write("\t".join(columns) + "\n")
             for row in rows:
-                self.stream.write("\t".join(cell.replace("\t", " ") for cell in row) + "\n")
+                self.stream.write("\t".join(printable_cell(cell) for cell in row) + "\n")
             return
         table = Table(title=title, title_justify="left", expand=False)
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*(escape(cell) for cell in row))
+            table.add_row(*(escape(printable_cell(cell)) for cell in row))
         self.console.print(table)
 
     def block(self, block: Block) -> None:
         if self.terminal:
-            self.console.print(*_rich_block(block), sep="\n")
+            # Markup around escaped text: the text's control characters are its own.
+            self.console.print(*map(printable_lines, _rich_block(block)), sep="\n")
         else:
-            self.stream.write(plain_block(block) + "\n")
+            self.stream.write(printable_lines(plain_block(block)) + "\n")
         self.stream.flush()
 
     def tool_update(self, call: ToolCall) -> None:
@@ -147,6 +149,7 @@ class Output:
         line = f"{call.name} -> {call.status}"
         if call.result is not None:
             line += f": {_cut(_value(call.result))}"
+        line = printable_lines(line)
         if self.terminal:
             self.console.print(f"[bold]⚙ {escape(line)}[/bold]")
         else:

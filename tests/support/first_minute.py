@@ -14,7 +14,12 @@ README itself, as tests/test_readme.py reads them, so the two cannot drift:
    axe-core's WCAG 2 A/AA checks (their time is not counted);
 4. the first minute's second block (``launch()`` a bridge and an agent) runs, with the
    real bridge on the stand-in Cursor API (``CURSOR_BACKEND_URL``);
-5. the viewer, reloaded, must show the agent the README names.
+5. the viewer, reloaded, must show the agent the README names;
+6. after the clock stops, the README's ``bridge-store bridge --store sqlite:///...``
+   line (quoted inline in the first minute's section) runs literally, with the
+   install's ``bin`` on the PATH: it must print the bridge's discovery JSON and the
+   line naming its store's viewer and token file, a 0600 file beside the database
+   whose token signs in to that viewer.
 
 ``pip`` installs from a local wheelhouse (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``): the
 package index's speed is not the README's to answer for. The seconds from the first
@@ -28,6 +33,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -37,6 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 from playwright.sync_api import Page, expect, sync_playwright
 
 from bridge_store.config import READY_PREFIX
@@ -183,13 +190,101 @@ def tail(path: Path, lines: int = 40) -> str:
         return "(nothing)"
 
 
+#: What ``bridge-store bridge`` prints on stderr once its embedded store is up.
+VIEWER_LINE = re.compile(
+    r"^bridge-store: history viewer at (\S+) \(sign in with the token in (.+)\)$"
+)
+
+
+def inline_bridge_command(text: str) -> str:
+    """The ``bridge-store bridge ...`` line the first minute's section quotes inline."""
+    quoted = re.findall(r"`(bridge-store bridge [^`]+)`", text, re.S)
+    (command,) = (" ".join(found.split()) for found in quoted)
+    return command
+
+
+def run_inline_bridge(command: str, clone: Path, env: dict[str, str], logs: Path) -> dict[str, Any]:
+    """The README's bridge line, as typed in a shell that has the install on its PATH,
+    until its discovery JSON and viewer line; then SIGTERM, which must end it cleanly."""
+    workspace = re.search(r"--workspace (\S+)", command)
+    if workspace is not None:  # the reader's project: any directory of theirs
+        Path(workspace.group(1).replace("~", env["HOME"], 1)).mkdir(parents=True, exist_ok=True)
+    shell_env = {**env, "PATH": f"{clone / '.venv' / 'bin'}:{env['PATH']}"}
+    process = subprocess.Popen(
+        ["bash", "-e", "-c", f"exec {command}"],
+        cwd=clone,
+        env=shell_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    lines: list[str] = []
+    found: list[re.Match[str]] = []
+    seen = threading.Event()
+
+    def read_stderr(stream: IO[str]) -> None:
+        with (logs / "bridge-command.err").open("w") as log:
+            for line in stream:
+                log.write(line)
+                match = VIEWER_LINE.match(line.rstrip("\n"))
+                if match is not None and not found:
+                    found.append(match)
+                    seen.set()
+        seen.set()
+
+    def read_stdout(stream: IO[str]) -> None:
+        for line in stream:
+            lines.append(line)
+
+    threads = [
+        threading.Thread(target=read_stderr, args=(process.stderr,), daemon=True),
+        threading.Thread(target=read_stdout, args=(process.stdout,), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        if not seen.wait(STEP_TIMEOUT_SECONDS) or not found:
+            raise AssertionError(
+                f"{command!r} named no viewer:\n{tail(logs / 'bridge-command.err')}"
+            )
+        viewer_url, token_file = found[0].groups()
+        deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
+        while not lines and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        token_path = Path(token_file) if Path(token_file).is_absolute() else clone / token_file
+        token = token_path.read_text().strip()
+        signed_in = httpx.get(
+            viewer_url + "?format=json", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+        result = {
+            "discovery": json.loads(lines[0]),
+            "viewerUrl": viewer_url,
+            "tokenFile": str(token_path),
+            "tokenFileMode": oct(stat.S_IMODE(token_path.stat().st_mode)),
+            "viewerStatus": signed_in.status_code,
+            "tokenShown": token in "".join(lines) + tail(logs / "bridge-command.err", 10_000),
+        }
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+        result_code = process.wait(STEP_TIMEOUT_SECONDS)
+    for thread in threads:
+        thread.join(STEP_TIMEOUT_SECONDS)
+    return {**result, "exitCode": result_code}
+
+
 def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
     readme = (clone / "README.md").read_text()
     serve_command, test_command = (
         block.strip() for block in shell_blocks(section(readme, "Quick start"))
     )
     assert test_command == "./scripts/test"  # the suite itself, which runs this
-    open_viewer, run_bridge = shell_blocks(section(readme, first_minute_heading(readme)))
+    first_minute = section(readme, first_minute_heading(readme))
+    open_viewer, run_bridge = shell_blocks(first_minute)
+    bridge_line = inline_bridge_command(first_minute)
     (agent_name,) = re.findall(r'name="([^"]+)"', run_bridge)
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
@@ -229,6 +324,7 @@ def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
             seconds = time.monotonic() - started
             page.screenshot(path=str(workdir / "agent-in-the-viewer.png"), full_page=True)
             browser.close()
+            bridge_command = run_inline_bridge(bridge_line, clone, env, logs)
         cursor_api_paths = api.paths()
     return {
         "seconds": seconds,
@@ -237,6 +333,7 @@ def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
         "viewerUrl": ready.get("viewerUrl"),
         "address": address,
         "cursorApiPaths": cursor_api_paths,
+        "bridgeCommand": {"command": bridge_line, **bridge_command},
     }
 
 
