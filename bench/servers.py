@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.services import S3Server, postgres_database, redis_prefix, s3_store_url
-from bridge_store.cli.serving import UVICORN_SETTINGS
+from bridge_store.cli.shared.serving import UVICORN_SETTINGS
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
 

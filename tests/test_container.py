@@ -19,7 +19,7 @@ import pytest
 
 from bench.cursor_api import CursorApiStub
 from bench.services import free_port
-from bridge_store.cli.serving import GRACEFUL_SHUTDOWN_SECONDS
+from bridge_store.cli.shared.serving import GRACEFUL_SHUTDOWN_SECONDS
 from tests.support.container_history import assert_history_served, life_cycle
 from tests.support.docker import BuiltImage, docker, inspect, make_volume, run_container
 from tests.support.dockerfile import Dockerfile

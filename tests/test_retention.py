@@ -15,7 +15,7 @@ import pytest
 
 from bridge_store.cli import parse_args
 from bridge_store.cli.config import render
-from bridge_store.cli.store_options import routes_from
+from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.errors import ConfigurationError
 from bridge_store.lifecycle.retain import (
     LEASE_NAME,

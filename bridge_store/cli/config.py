@@ -11,8 +11,8 @@ from typing import Any
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from ..urls import redact
 from . import serve
-from .settings import SETTING_ENV, key_of, settings_of
-from .store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
+from .shared.settings import SETTING_ENV, key_of, settings_of
+from .shared.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

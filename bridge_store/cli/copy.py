@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from ..errors import ConnectError
-from .transfer import (
+from .shared.transfer import (
     EXIT_DIFFERENT,
     add_end_arguments,
     add_tenant_argument,

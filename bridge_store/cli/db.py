@@ -9,7 +9,7 @@ from ..errors import BackendUnreachable, ConnectError
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from ..urls import redact
-from .store_options import add_store_arguments, routes_from
+from .shared.store_options import add_store_arguments, routes_from
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

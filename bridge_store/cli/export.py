@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigurationError, ConnectError
-from .transfer import add_store_argument, add_tenant_argument, opened, routes_of, stopped
+from .shared.transfer import add_store_argument, add_tenant_argument, opened, routes_of, stopped
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

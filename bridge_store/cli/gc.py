@@ -10,8 +10,8 @@ from ..lifecycle.gc import GcReport, TenantOrphans, collect_garbage
 from ..plugins import get_plugin_manager
 from ..stores import resolve
 from .prune import add_tenant_argument
-from .store_options import add_store_arguments, routes_from
-from .wording import counted
+from .shared.store_options import add_store_arguments, routes_from
+from .shared.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
-from .transfer import (
+from .shared.transfer import (
     EXIT_DIFFERENT,
     add_store_argument,
     add_tenant_argument,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
 from ..security.auth import DEFAULT_TENANT, check_tenant
-from .transfer import add_store_argument, opened, report, routes_of, stopped
+from .shared.transfer import add_store_argument, opened, report, routes_of, stopped
 
 if TYPE_CHECKING:
     from ..lifecycle.items import Item

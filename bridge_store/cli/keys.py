@@ -25,8 +25,8 @@ from ..security.encryption import (
 from ..security.rotation import rotate
 from ..security.tokens import write_private
 from ..stores import resolve
-from .store_options import add_store_arguments, routes_from
-from .wording import counted
+from .shared.store_options import add_store_arguments, routes_from
+from .shared.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

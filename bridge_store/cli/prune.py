@@ -14,8 +14,8 @@ from ..lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
 from ..plugins import get_plugin_manager
 from ..security.auth import check_tenant
 from ..stores import resolve
-from .store_options import add_store_arguments, routes_from
-from .wording import counted
+from .shared.store_options import add_store_arguments, routes_from
+from .shared.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,11 +27,11 @@ from ..viewer.welcome import BridgeHint
 from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .keys import keyring_from
-from .price_options import add_prices_argument, prices_from
 from .prune import add_retain_arguments, retention_from
-from .settings import add_config_argument
-from .store_options import add_store_arguments, routes_from
-from .tls import add_tls_arguments, uvicorn_tls
+from .shared.price_options import add_prices_argument, prices_from
+from .shared.settings import add_config_argument
+from .shared.store_options import add_store_arguments, routes_from
+from .shared.tls import add_tls_arguments, uvicorn_tls
 
 if TYPE_CHECKING:
     from ..ops.tracing import Tracing
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..ops.logs import logging_config
     from ..ops.tracing import tracing_from_environment
-    from .serving import listen
+    from .shared.serving import listen
 
     # First: whatever start-up logs goes out in the chosen format.
     logging.config.dictConfig(logging_config(args.log_format, args.log_level))
@@ -239,7 +239,7 @@ def _serve_on(
     from ..app import create_app
     from ..wire.hsts import StrictTransportSecurity
     from ..wire.http_guard import guarded_protocol
-    from .serving import UVICORN_SETTINGS, run_announcing
+    from .shared.serving import UVICORN_SETTINGS, run_announcing
 
     registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(

@@ -14,9 +14,9 @@ from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegist
 from ..security.tokens import TOKEN_ENV, load_or_generate
 from ..stores import Routes, open_stores, resolve
 from ..viewer import UI_PATH
-from .price_options import add_prices_argument, prices_from
-from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
-from .store_options import add_store_arguments, routes_from
+from .shared.price_options import add_prices_argument, prices_from
+from .shared.read_options import add_direct_read_arguments, direct_keyring, direct_tenant
+from .shared.store_options import add_store_arguments, routes_from
 
 DEFAULT_PORT = 8788
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..viewer.standalone import create_ui_app  # Starlette and Jinja2 load only here
-    from .serving import UVICORN_SETTINGS, listen, run_announcing
+    from .shared.serving import UVICORN_SETTINGS, listen, run_announcing
 
     manager = get_plugin_manager()
     routes = routes_from(args)

@@ -6,7 +6,7 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from ..stores import Routes
+from ...stores import Routes
 
 STORE_ENV = "BRIDGE_STORE_URL"
 DEFAULT_STORE_URL = "sqlite:///bridge-store.db"

@@ -15,13 +15,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from ..errors import BackendUnreachable, ConnectError
-from ..lifecycle.tally import Outcome, Tally
-from ..plugins import get_plugin_manager
-from ..security.auth import check_tenant
-from ..security.encryption import load_keyring
-from ..security.sealed_stores import seal_stores
-from ..stores import Routes, Stores, resolve
+from ...errors import BackendUnreachable, ConnectError
+from ...lifecycle.tally import Outcome, Tally
+from ...plugins import get_plugin_manager
+from ...security.auth import check_tenant
+from ...security.encryption import load_keyring
+from ...security.sealed_stores import seal_stores
+from ...stores import Routes, Stores, resolve
 
 #: Exit status when items differ: left alone by copy or import, or found by --verify.
 EXIT_DIFFERENT = 1

@@ -18,18 +18,18 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import Code, ConfigurationError, ConnectError
-from ..security.auth import DEFAULT_TENANT, Principal, check_tenant, local_principal
-from ..security.encryption import KEY_FILE_ENV, Keyring
-from ..security.tokens import TOKEN_ENV, read_auth_token
-from .keys import keyring_from
+from ...errors import Code, ConfigurationError, ConnectError
+from ...security.auth import DEFAULT_TENANT, Principal, check_tenant, local_principal
+from ...security.encryption import KEY_FILE_ENV, Keyring
+from ...security.tokens import TOKEN_ENV, read_auth_token
+from ..keys import keyring_from
 from .store_options import add_store_arguments, routes_from, store_urls
 
 if TYPE_CHECKING:
-    from ..stores import Stores
-    from ..types import Document
-    from ..viewer.pages import Context
-    from ..viewer.reader import HistoryReader
+    from ...stores import Stores
+    from ...types import Document
+    from ...viewer.pages import Context
+    from ...viewer.reader import HistoryReader
 
 
 def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +76,7 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
 
 @asynccontextmanager
 async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
-    from ..viewer.reader import HistoryReader, RemoteCallStore
+    from ...viewer.reader import HistoryReader, RemoteCallStore
 
     if args.store_callback_url is not None:
         check_remote(args)
@@ -111,10 +111,10 @@ async def open_direct(
 ) -> AsyncIterator[tuple[HistoryReader, Stores, Principal, Stores]]:
     """A store read directly as ``--tenant``'s local admin: its reader, the stores it
     reads (sealed as serve seals them), the principal, and the backends' own stores."""
-    from ..plugins import get_plugin_manager
-    from ..security.sealed_stores import seal_stores
-    from ..stores import open_stores
-    from ..viewer.reader import HistoryReader, in_process
+    from ...plugins import get_plugin_manager
+    from ...security.sealed_stores import seal_stores
+    from ...stores import open_stores
+    from ...viewer.reader import HistoryReader, in_process
 
     principal = local_principal(direct_tenant(args))
     keyring = direct_keyring(args)  # a bad key file fails before the store is opened
@@ -156,8 +156,8 @@ class LocalPages:
         return self.context.reader
 
     async def markdown(self, agent_id: str, run_id: str) -> str:
-        from ..viewer import pages
-        from ..viewer.markdown import transcript_markdown
+        from ...viewer import pages
+        from ...viewer.markdown import transcript_markdown
 
         whole = await pages.whole_transcript(self.context, agent_id, run_id)
         return "".join(transcript_markdown(**whole))
@@ -165,7 +165,7 @@ class LocalPages:
     async def page(self, path: str, params: dict[str, str]) -> Document:
         from starlette.datastructures import QueryParams
 
-        from ..viewer import pages
+        from ...viewer import pages
 
         functions = {
             "": pages.agents,
@@ -182,11 +182,11 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
     """The page data a history command prints: through a server, its viewer's JSON
     (one view: the web page, its JSON and the command show the same data); read
     directly, the same page functions over the store."""
-    from ..history import run_history
-    from ..viewer.activity import Activity
-    from ..viewer.pages import Context
-    from ..viewer.remote_pages import RemotePages
-    from ..viewer.search import ScanSearch
+    from ...history import run_history
+    from ...viewer.activity import Activity
+    from ...viewer.pages import Context
+    from ...viewer.remote_pages import RemotePages
+    from ...viewer.search import ScanSearch
 
     if args.store_callback_url is not None:
         check_remote(args)
