@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from bridge_store.cli import build_parser, main, parse_args
-from bridge_store.cli.serve import DEFAULT_PORT
+from bridge_store.cli.shared.serve_options import DEFAULT_PORT
 from bridge_store.cli.shared.settings import (
     SETTING_ENV,
     chosen_parser,

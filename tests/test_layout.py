@@ -7,6 +7,7 @@ true: the size bound of modules, the modules the README's layout names, and the
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -63,3 +64,33 @@ def test_every_bench_command_the_docs_name_exists() -> None:
     named = {name for text in texts for name in re.findall(r"python -m bench ([a-z][\w-]*)", text)}
     assert "load" in named
     assert named <= set(COMMANDS), f"not bench commands: {sorted(named - set(COMMANDS))}"
+
+
+def imports_of(path: Path) -> set[str]:
+    """The modules ``path`` imports (absolute names), at its top or inside functions."""
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            # ``from . import serve`` imports the module ``serve``.
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_command_imports_another() -> None:
+    # What commands share lives in cli/shared/; a command importing another drags its
+    # parser and its run in, and hides what they share.
+    cli = ROOT / "bridge_store" / "cli"
+    commands = {f"bridge_store.cli.{path.stem}": path for path in cli.glob("*.py")}
+    commands = {name: path for name, path in commands.items() if not name.endswith("__")}
+    assert "bridge_store.cli.serve" in commands
+    crossing = {
+        name: sorted(imports_of(path) & (set(commands) - {name})) for name, path in commands.items()
+    }
+    assert {name: found for name, found in crossing.items() if found} == {}

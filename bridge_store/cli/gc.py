@@ -9,8 +9,7 @@ from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.gc import GcReport, TenantOrphans, collect_garbage
 from ..plugins import get_plugin_manager
 from ..stores import resolve
-from .prune import add_tenant_argument
-from .shared.store_options import add_store_arguments, routes_from
+from .shared.store_options import add_store_arguments, add_tenants_argument, routes_from
 from .shared.wording import counted
 
 
@@ -26,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     add_store_arguments(parser)
-    add_tenant_argument(parser, "collect only this tenant's orphans")
+    add_tenants_argument(parser, "collect only this tenant's orphans")
     parser.add_argument(
         "--dry-run",
         action="store_true",

@@ -8,13 +8,11 @@ import time
 from datetime import UTC, datetime
 
 from ..errors import BackendUnreachable, ConnectError
-from ..lifecycle.durations import age_argument, age_text, describe_age, parse_age
+from ..lifecycle.durations import age_argument, describe_age
 from ..lifecycle.prune import PRUNABLE_STATUSES, AgentFigures, PruneCriteria, PruneReport, prune
-from ..lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
 from ..plugins import get_plugin_manager
-from ..security.auth import check_tenant
 from ..stores import resolve
-from .shared.store_options import add_store_arguments, routes_from
+from .shared.store_options import add_store_arguments, add_tenants_argument, routes_from
 from .shared.wording import counted
 
 
@@ -31,7 +29,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_store_arguments(parser)
     add_criteria_arguments(parser)
-    add_tenant_argument(parser, "prune only this tenant's agents")
+    add_tenants_argument(parser, "prune only this tenant's agents")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -56,51 +54,6 @@ def add_criteria_arguments(parser: argparse.ArgumentParser) -> None:
         choices=PRUNABLE_STATUSES,
         help="only agents with this status (repeatable; default: any but running)",
     )
-
-
-def add_retain_arguments(serve: argparse.ArgumentParser) -> None:
-    """serve's ``--retain`` and ``--retain-every``: the prune, in the background."""
-    serve.add_argument(
-        "--retain",
-        type=age_text,
-        metavar="AGE",
-        help=(
-            "prune agents not updated for AGE (90d; s, m, h, d or w) in the background, "
-            "as 'bridge-store prune --older-than AGE' does; of servers sharing a backend "
-            "one prunes at a time (default: keep everything)"
-        ),
-    )
-    serve.add_argument(
-        "--retain-every",
-        type=age_text,
-        default=describe_age(DEFAULT_INTERVAL),
-        metavar="AGE",
-        help="how often --retain prunes, give or take 10%% (default: %(default)s)",
-    )
-
-
-def retention_from(args: argparse.Namespace) -> RetentionSettings | None:
-    """serve's retention settings, None without ``--retain``."""
-    if args.retain is None:
-        return None
-    return RetentionSettings(parse_age(args.retain), parse_age(args.retain_every))
-
-
-def add_tenant_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--tenant",
-        action="append",
-        type=_tenant,
-        metavar="TENANT",
-        help=f"{what} (repeatable; default: every tenant)",
-    )
-
-
-def _tenant(text: str) -> str:
-    try:
-        return check_tenant(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def criteria_from(args: argparse.Namespace, now: float) -> PruneCriteria:

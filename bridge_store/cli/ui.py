@@ -15,8 +15,8 @@ from ..security.tokens import TOKEN_ENV, load_or_generate
 from ..stores import Routes, open_stores, resolve
 from ..viewer import UI_PATH
 from .shared.price_options import add_prices_argument, prices_from
-from .shared.read_options import add_direct_read_arguments, direct_keyring, direct_tenant
-from .shared.store_options import add_store_arguments, routes_from
+from .shared.read_options import add_direct_read_arguments
+from .shared.store_options import keyring_from, routes_from, tenant_from
 
 DEFAULT_PORT = 8788
 
@@ -45,7 +45,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"if it does not exist. Env {TOKEN_ENV} takes precedence; with neither, "
         f"./bridge-store.token is used that way",
     )
-    add_store_arguments(ui)
     add_direct_read_arguments(ui)
     add_prices_argument(ui)
 
@@ -58,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     manager = get_plugin_manager()
     routes = routes_from(args)
-    tenant = direct_tenant(args)
-    keyring = direct_keyring(args)
+    tenant = tenant_from(args)
+    keyring = keyring_from(args)
     prices = prices_from(args)
     resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
     # So does a store that cannot be read (a SQLite file that does not exist, a server

@@ -19,11 +19,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import Code, ConfigurationError, ConnectError
-from ...security.auth import DEFAULT_TENANT, Principal, check_tenant, local_principal
-from ...security.encryption import KEY_FILE_ENV, Keyring
+from ...security.auth import DEFAULT_TENANT, Principal, local_principal
 from ...security.tokens import TOKEN_ENV, read_auth_token
-from ..keys import keyring_from
-from .store_options import add_store_arguments, routes_from, store_urls
+from .store_options import (
+    KEY_FILE_USES,
+    add_key_file_argument,
+    add_store_arguments,
+    add_tenant_argument,
+    keyring_from,
+    routes_from,
+    store_urls,
+    tenant_from,
+)
 
 if TYPE_CHECKING:
     from ...stores import Stores
@@ -33,35 +40,13 @@ if TYPE_CHECKING:
 
 
 def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--tenant`` and ``--encryption-key-file``: how a store read directly is read."""
-    parser.add_argument(
-        "--tenant",
-        metavar="NAME",
-        help=f"read this tenant's history (default: {DEFAULT_TENANT}, where the one-token "
-        "shorthand and stores from before tenants keep theirs)",
-    )
-    parser.add_argument(
-        "--encryption-key-file",
-        metavar="PATH",
-        help=f"the key file serve encrypts the store with, to open its sealed items "
-        f"(env {KEY_FILE_ENV})",
-    )
-
-
-def direct_tenant(args: argparse.Namespace) -> str:
-    try:
-        # An empty --tenant is refused, not taken for the default tenant.
-        return check_tenant(DEFAULT_TENANT if args.tenant is None else args.tenant)
-    except ValueError as error:
-        raise ConfigurationError(f"--tenant: {error}") from None
-
-
-def direct_keyring(args: argparse.Namespace) -> Keyring | None:
-    return keyring_from(args, os.environ)
+    """The store, ``--tenant`` and ``--encryption-key-file``: a store read directly."""
+    add_store_arguments(parser, "store to read")
+    add_tenant_argument(parser, "read this tenant's history")
+    add_key_file_argument(parser, KEY_FILE_USES["read"])
 
 
 def add_read_arguments(parser: argparse.ArgumentParser) -> None:
-    add_store_arguments(parser, "store to read")
     add_direct_read_arguments(parser)
     server = parser.add_argument_group("or a running server")
     server.add_argument(
@@ -116,8 +101,8 @@ async def open_direct(
     from ...stores import open_stores
     from ...viewer.reader import HistoryReader, in_process
 
-    principal = local_principal(direct_tenant(args))
-    keyring = direct_keyring(args)  # a bad key file fails before the store is opened
+    principal = local_principal(tenant_from(args))
+    keyring = keyring_from(args)  # a bad key file fails before the store is opened
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
     opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
     try:
