@@ -49,11 +49,11 @@ async def _copy(args: argparse.Namespace) -> int:
     from ..lifecycle.verify import verify
     from ..lifecycle.walk import count_agents, tenants_of
 
-    source_routes, source_keys, _ = end_of(args, "from")
-    target_routes, target_keys, target_flag = end_of(args, "to")
+    source_stack, _ = end_of(args, "from")
+    target_stack, target_flag = end_of(args, "to")
     async with (
-        opened(source_routes, source_keys, migrate=False) as source,
-        opened(target_routes, target_keys, migrate=True, key_flag=target_flag) as target,
+        opened(source_stack, migrate=False) as source,
+        opened(target_stack, migrate=True, key_flag=target_flag) as target,
     ):
         meter = Meter(Tally(), verb="copied")
         try:

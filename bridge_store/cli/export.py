@@ -40,8 +40,8 @@ async def _export(args: argparse.Namespace) -> int:
     from ..lifecycle.tally import Tally
     from ..lifecycle.walk import count_agents, tenants_of
 
-    routes, keyring, _ = end_of(args)
-    async with opened(routes, keyring, migrate=False) as stores:
+    stack, _ = end_of(args)
+    async with opened(stack, migrate=False) as stores:
         meter = Meter(Tally(), verb=f"exported to {args.output}")
         try:
             tenants = await tenants_of(stores, args.tenant)

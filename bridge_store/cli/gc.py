@@ -7,9 +7,7 @@ import asyncio
 
 from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.gc import GcReport, TenantOrphans, collect_garbage
-from ..plugins import get_plugin_manager
-from ..stores import resolve
-from .shared.store_options import add_store_arguments, add_tenants_argument, routes_from
+from .shared.store_options import add_store_arguments, add_tenants_argument, stack_from
 from .shared.wording import counted
 
 
@@ -38,14 +36,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _gc(args: argparse.Namespace) -> int:
-    resolved = resolve(get_plugin_manager(), routes_from(args))
-    opened = await resolved.start(migrate=False)
-    try:
-        report = await collect_garbage(opened.stores, dry_run=args.dry_run, tenants=args.tenant)
-    except ConnectError as error:
-        raise BackendUnreachable(f"gc stopped: {error.message}; run it again") from error
-    finally:
-        await opened.close()
+    async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+        try:
+            report = await collect_garbage(stack.own, dry_run=args.dry_run, tenants=args.tenant)
+        except ConnectError as error:
+            raise BackendUnreachable(f"gc stopped: {error.message}; run it again") from error
     if args.dry_run:
         for orphans in report.tenants:
             for line in _orphan_lines(orphans):

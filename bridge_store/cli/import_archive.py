@@ -67,8 +67,8 @@ async def _import(args: argparse.Namespace) -> int:
         manifest = await asyncio.to_thread(check_archive, args.input, limit=limit)
     except ArchiveError as error:
         raise ConfigurationError(str(error)) from None
-    routes, keyring, key_flag = end_of(args)
-    async with opened(routes, keyring, migrate=True, key_flag=key_flag) as stores:
+    stack, key_flag = end_of(args)
+    async with opened(stack, migrate=True, key_flag=key_flag) as stores:
         meter = Meter(Tally(), verb=f"imported from {args.input}")
         meter.agents_total = len(manifest.agents)
         try:

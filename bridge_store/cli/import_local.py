@@ -128,8 +128,8 @@ async def _import(args: argparse.Namespace, tenant: str, stores: list[BuiltinSto
     from ..lifecycle.sink import StoreSink
     from ..lifecycle.tally import Outcome, Tally
 
-    routes, keyring, key_flag = end_of(args)
-    async with opened(routes, keyring, migrate=True, key_flag=key_flag) as target:
+    stack, key_flag = end_of(args)
+    async with opened(stack, migrate=True, key_flag=key_flag) as target:
         meter = Meter(Tally(), verb="imported")
         sink = StoreSink(
             target,

@@ -12,17 +12,15 @@ import asyncio
 from pathlib import Path
 
 from ..errors import ConfigurationError
-from ..plugins import get_plugin_manager
 from ..security.encryption import Keyring, load_keyring, new_key_line, read_key_file_text
 from ..security.rotation import rotate
 from ..security.tokens import write_private
-from ..stores import resolve
 from .shared.store_options import (
     add_key_file_argument,
     add_store_arguments,
     key_file_flag,
     key_file_from,
-    routes_from,
+    stack_from,
 )
 from .shared.wording import counted
 
@@ -78,12 +76,9 @@ def _generate(path: Path) -> int:
 
 
 async def _rotate(args: argparse.Namespace, keyring: Keyring) -> int:
-    resolved = resolve(get_plugin_manager(), routes_from(args))
-    opened = await resolved.start(migrate=False)
-    try:
-        report = await rotate(opened.stores, keyring)
-    finally:
-        await opened.close()
+    # Rotation opens and seals itself: it is given the backends' own stores.
+    async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+        report = await rotate(stack.own, keyring)
     print(
         f"re-encrypted under key {keyring.current_id.hex()}: "
         f"{counted(report.agents_rewritten, 'agent')} ({report.agents_current} already "

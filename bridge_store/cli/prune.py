@@ -10,9 +10,7 @@ from datetime import UTC, datetime
 from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.durations import age_argument, describe_age
 from ..lifecycle.prune import PRUNABLE_STATUSES, AgentFigures, PruneCriteria, PruneReport, prune
-from ..plugins import get_plugin_manager
-from ..stores import resolve
-from .shared.store_options import add_store_arguments, add_tenants_argument, routes_from
+from .shared.store_options import add_store_arguments, add_tenants_argument, stack_from
 from .shared.wording import counted
 
 
@@ -70,19 +68,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _prune(args: argparse.Namespace) -> int:
-    resolved = resolve(get_plugin_manager(), routes_from(args))
-    opened = await resolved.start(migrate=False)
-    try:
-        report = await prune(
-            opened.stores,
-            criteria_from(args, time.time()),
-            principal_name="prune",
-            dry_run=args.dry_run,
-        )
-    except ConnectError as error:
-        raise BackendUnreachable(f"prune stopped: {error.message}; run it again") from error
-    finally:
-        await opened.close()
+    # Prune reads no secret: the backends' own stores, unsealed.
+    async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+        try:
+            report = await prune(
+                stack.own,
+                criteria_from(args, time.time()),
+                principal_name="prune",
+                dry_run=args.dry_run,
+            )
+        except ConnectError as error:
+            raise BackendUnreachable(f"prune stopped: {error.message}; run it again") from error
     age = describe_age(args.older_than)
     if args.dry_run:
         for agent in report.agents:

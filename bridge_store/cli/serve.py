@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..config import ServerConfig
 from ..errors import ConfigurationError
-from ..plugins import get_plugin_manager
 from ..security.auth import TokenRegistry
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, load_or_generate
 from ..security.tokens_file import TOKENS_FILE_ENV, open_registry
-from ..stores import ResolvedStores, Routes, resolve
+from ..stores import ResolvedStores, Routes, StoreStack
 from ..substores import BackendOptions
 from ..viewer import UI_PATH
 from ..viewer.welcome import BridgeHint
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         )
     options = BackendOptions(timeout=args.backend_timeout)
     # Bad URLs and missing extras are found before a token is written or a port opened.
-    resolved = resolve(get_plugin_manager(), routes, options)
+    resolved = StoreStack.of(routes, options).resolved
     tls = uvicorn_tls(args)
     if args.max_connections < 1:
         raise ConfigurationError("--max-connections must be positive")

@@ -26,8 +26,7 @@ from .store_options import (
     add_key_file_argument,
     add_store_arguments,
     add_tenant_argument,
-    keyring_from,
-    routes_from,
+    stack_from,
     store_urls,
     tenant_from,
 )
@@ -96,26 +95,19 @@ async def open_direct(
 ) -> AsyncIterator[tuple[HistoryReader, Stores, Principal, Stores]]:
     """A store read directly as ``--tenant``'s local admin: its reader, the stores it
     reads (sealed as serve seals them), the principal, and the backends' own stores."""
-    from ...plugins import get_plugin_manager
-    from ...security.sealed_stores import seal_stores
-    from ...stores import open_stores
     from ...viewer.reader import HistoryReader, in_process
 
     principal = local_principal(tenant_from(args))
-    keyring = keyring_from(args)  # a bad key file fails before the store is opened
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
-    opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
-    try:
-        stores = seal_stores(opened.stores, keyring)
+    async with stack_from(args).opened(migrate=False) as stack:
+        stores = stack.sealed
         # Whoever reads a store URL holds the whole store: it may learn its tenants.
         reader = HistoryReader(
             in_process(lambda: stores, principal),
             tenant=principal.tenant,
-            tenants=opened.stores.agents.tenants,
+            tenants=stack.own.agents.tenants,
         )
-        yield reader, stores, principal, opened.stores
-    finally:
-        await opened.close()
+        yield reader, stores, principal, stack.own
 
 
 class Pages(Protocol):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigurationError
 from ...security.auth import DEFAULT_TENANT, check_tenant
 from ...security.encryption import KEY_FILE_ENV
-from ...stores import Routes
+from ...stores import Routes, StoreStack
 
 if TYPE_CHECKING:
     from ...security.encryption import Keyring
@@ -174,6 +174,18 @@ def keyring_from(
 
     path = key_file_from(args, environ, end)
     return load_keyring(path) if path is not None else None
+
+
+def stack_from(
+    args: argparse.Namespace, *, end: str | None = None, sealed: bool = True
+) -> StoreStack:
+    """The stores of ``--store ...`` (or ``--END ...``), resolved (a bad URL fails now)
+    and, when ``sealed``, sealed with the key file: a bad key file fails before anything
+    is opened."""
+    from ...security.sealed_stores import sealing
+
+    seal = sealing(keyring_from(args, end=end)) if sealed else None
+    return StoreStack.of(routes_from(args, end=end), seal=seal)
 
 
 def key_file_flag(end: str | None = None) -> str:

@@ -17,45 +17,38 @@ from collections.abc import AsyncIterator
 
 from ...errors import BackendUnreachable, ConfigurationError, ConnectError
 from ...lifecycle.tally import Outcome, Tally
-from ...plugins import get_plugin_manager
-from ...security.encryption import Keyring
 from ...security.sealed_probe import holds_sealed_items
-from ...security.sealed_stores import seal_stores
-from ...stores import Routes, Stores, resolve
+from ...stores import Stores, StoreStack
 from ...urls import redact
-from .store_options import key_file_flag, keyring_from, routes_from
+from .store_options import key_file_flag, stack_from
 
 #: Exit status when items differ: left alone by copy or import, or found by --verify.
 EXIT_DIFFERENT = 1
 
 
-def end_of(args: argparse.Namespace, end: str | None = None) -> tuple[Routes, Keyring | None, str]:
-    """The routes and keyring of ``--store ...`` (``end`` None) or ``--END ...``, read
-    as :mod:`.store_options` says, and how to name that end's key file."""
-    keyring = keyring_from(args, end=end)  # a bad key file fails before anything opens
-    return routes_from(args, end=end), keyring, key_file_flag(end)
+def end_of(args: argparse.Namespace, end: str | None = None) -> tuple[StoreStack, str]:
+    """The stores of ``--store ...`` (``end`` None) or ``--END ...``, read as
+    :mod:`.store_options` says, and how to name that end's key file."""
+    return stack_from(args, end=end), key_file_flag(end)
 
 
 @contextlib.asynccontextmanager
 async def opened(
-    routes: Routes, keyring: Keyring | None, *, migrate: bool, key_flag: str | None = None
+    stack: StoreStack, *, migrate: bool, key_flag: str | None = None
 ) -> AsyncIterator[Stores]:
-    """The stores of ``routes``, started and sealed as serve would; closed on exit.
+    """The stores of ``stack``, started and sealed as serve would; closed on exit.
 
     ``key_flag`` (how the user gives this end's key file) marks a store written to:
-    without a keyring, one that holds sealed items is refused, in one line naming it.
+    without a key, one that holds sealed items is refused, in one line naming it.
     """
-    started = await resolve(get_plugin_manager(), routes).start(migrate=migrate)
-    try:
-        if keyring is None and key_flag is not None and await holds_sealed_items(started.stores):
+    async with stack.opened(migrate=migrate) as started:
+        if stack.seal is None and key_flag is not None and await holds_sealed_items(started.own):
             raise ConfigurationError(
-                f"the store at {redact(routes.agents)} holds sealed items: give its key "
-                f"file ({key_flag}), so what is written is sealed too, not mixed in as "
+                f"the store at {redact(stack.routes.agents)} holds sealed items: give its "
+                f"key file ({key_flag}), so what is written is sealed too, not mixed in as "
                 "plaintext"
             )
-        yield seal_stores(started.stores, keyring)
-    finally:
-        await started.close()
+        yield started.sealed
 
 
 def stopped(what: str, error: ConnectError) -> BackendUnreachable:
