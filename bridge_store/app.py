@@ -25,6 +25,7 @@ from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
+from .features import PoolFigures
 from .front_page import front_page
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .ops.availability import BACKEND_FAILURES, BackendAvailability
@@ -136,7 +137,8 @@ class BridgeStoreServer:
                 self.metrics.add_retention(self.retention_counts)
         if self.metrics is not None:
             for one in self.served:
-                pool_stats = getattr(one.backend, "pool_stats", _no_pool)
+                backend = one.backend
+                pool_stats = backend.pool_stats if isinstance(backend, PoolFigures) else _no_pool
                 availability = self.availability.of_url(one.url).snapshot
                 view = BackendView(one.scheme, ",".join(one.substores), pool_stats, availability)
                 self.metrics.add_backend(view)
