@@ -25,7 +25,7 @@ from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
-from .features import PoolFigures
+from .features import Leases, PoolFigures
 from .front_page import front_page
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .ops.availability import BACKEND_FAILURES, BackendAvailability
@@ -129,6 +129,8 @@ class BridgeStoreServer:
             ServedBackend(url, routed[url], one) for url, one in self.stack.backends.items()
         ]
         self.retention_counts = RetentionCounts()
+        #: Who takes the retention lease: the agents' backend (features.Leases).
+        self.lessee: Leases | None = None
         if config.retain is not None:
             # Checked now: a backend without leases stops the start, before any port opens.
             agents = config.routes.agents
@@ -166,7 +168,7 @@ class BridgeStoreServer:
         opened, self._started = self._started, None
         assert opened is not None  # open_stores() sets it
         retention = None
-        if self.config.retain is not None:
+        if self.config.retain is not None and self.lessee is not None:
             # Below the sealing and the call metrics: prune reads no secret, and its
             # deletes are not clients' calls.
             retention = Retention(
