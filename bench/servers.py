@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge_store.cli.serving import UVICORN_SETTINGS
+from bridge_store.cli.shared.serving import UVICORN_SETTINGS
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
 from testkit.services import S3Server, postgres_database, redis_prefix, s3_store_url

@@ -1,8 +1,16 @@
-"""The ASGI application: the CallStore endpoint, a health check, and the store lifecycle."""
+"""The server: the CallStore endpoint, health, readiness, metrics and the viewer over one
+store stack, and its lifecycle.
+
+:class:`BridgeStoreServer` owns the configuration, the store stack
+(:class:`~bridge_store.stores.StoreStack`: sealed with the key file, metered) and the
+ASGI lifespan that opens and closes it; :meth:`BridgeStoreServer.app` is its ASGI app,
+whose routes are declared once, in :meth:`BridgeStoreServer.routes`.
+:func:`create_app` is the one-call form.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +25,16 @@ from .config import ServerConfig
 from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
+from .features import Leases, PoolFigures
 from .front_page import front_page
 from .lifecycle.retain import Retention, RetentionCounts, lease_backend
 from .ops.availability import BACKEND_FAILURES, BackendAvailability
 from .ops.metrics import BackendView, Metrics, MetricsEndpoint
 from .ops.observe import CallObserver
 from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
-from .plugins import get_plugin_manager
 from .security.auth import Principal
-from .security.sealed_stores import seal_stores
-from .stores import OpenStores, ResolvedStores, Stores, resolve
+from .security.sealed_stores import sealing
+from .stores import OpenStack, ResolvedStores, StoreStack
 from .types import Answer
 from .urls import redact
 from .viewer import UI_PATH
@@ -48,22 +56,27 @@ class BridgeStoreApp:
     """
 
     def __init__(
-        self,
-        call_store_endpoint: ASGIApp,
-        starlette: Starlette,
-        availability: BackendAvailability,
+        self, server: BridgeStoreServer, call_store_endpoint: ASGIApp, starlette: Starlette
     ) -> None:
+        self.server = server
         #: The CallStore endpoint, under the tracing middleware when traces are on.
         self.call_store_endpoint = call_store_endpoint
         self.starlette = starlette
-        #: Starts the backends now rather than when the lifespan starts (which then
-        #: takes them as they are); raises what a backend's start raises.
-        self.open_stores: Callable[[], Awaitable[None]] = _nothing_to_open
-        #: The app's metrics (None with ``metrics=False``), e.g. for an embedding
-        #: application to add its own or serve the registry elsewhere.
-        self.metrics: Metrics | None = None
-        #: Whether each backend answers, as the calls see it (availability.py).
-        self.availability = availability
+
+    async def open_stores(self) -> None:
+        """The server's :meth:`~BridgeStoreServer.open_stores`."""
+        await self.server.open_stores()
+
+    @property
+    def metrics(self) -> Metrics | None:
+        """The server's metrics (None with ``metrics=False``), e.g. for an embedding
+        application to add its own or serve the registry elsewhere."""
+        return self.server.metrics
+
+    @property
+    def availability(self) -> BackendAvailability:
+        """Whether each backend answers, as the calls see it (availability.py)."""
+        return self.server.availability
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -76,6 +89,192 @@ class BridgeStoreApp:
             await self.starlette(scope, receive, send)
 
 
+class BridgeStoreServer:
+    """One server: its configuration, its store stack, and the lifespan that opens it.
+
+    The routed backends are resolved on construction (a bad URL or a missing extra
+    raises ConfigurationError now; ``resolved`` are backends already resolved from
+    ``config.routes``, else ``plugin_manager``, default every installed backend, resolves
+    them), started (migrated when ``config.migrate``) when the lifespan starts, or
+    before by :meth:`open_stores`, and closed when it ends. ``tracing`` gives each
+    CallStore call a span.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        plugin_manager: pluggy.PluginManager | None = None,
+        resolved: ResolvedStores | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
+        self.config = config
+        self.tracing = tracing
+        #: One registry for every route, so a reload of the tokens file reaches them all.
+        self.tokens = config.token_registry()
+        self.metrics = Metrics(HANDLERS) if config.metrics else None
+        self.availability = BackendAvailability(config.routes)
+        # Secrets are sealed closest to the backends; metrics count what clients see.
+        seal = sealing(config.keyring)
+        meter = self.metrics.metered if self.metrics is not None else None
+        if resolved is None:
+            options = config.backend_options()
+            self.stack = StoreStack.of(
+                config.routes, options, manager=plugin_manager, seal=seal, meter=meter
+            )
+        else:
+            self.stack = StoreStack(config.routes, resolved, seal, meter)
+        routed = config.routes.served()
+        self.served = [
+            ServedBackend(url, routed[url], one) for url, one in self.stack.backends.items()
+        ]
+        self.retention_counts = RetentionCounts()
+        #: Who takes the retention lease: the agents' backend (features.Leases).
+        self.lessee: Leases | None = None
+        if config.retain is not None:
+            # Checked now: a backend without leases stops the start, before any port opens.
+            agents = config.routes.agents
+            self.lessee = lease_backend(self.stack.backends[agents], redact(agents))
+            if self.metrics is not None:
+                self.metrics.add_retention(self.retention_counts)
+        if self.metrics is not None:
+            for one in self.served:
+                backend = one.backend
+                pool_stats = backend.pool_stats if isinstance(backend, PoolFigures) else _no_pool
+                availability = self.availability.of_url(one.url).snapshot
+                view = BackendView(one.scheme, ",".join(one.substores), pool_stats, availability)
+                self.metrics.add_backend(view)
+        #: Started by open_stores() ahead of the server (serve does, so a backend that
+        #: cannot start stops it with one line, not uvicorn's traceback of a failed
+        #: lifespan), or else by the lifespan; served from once the lifespan runs.
+        self._started: OpenStack | None = None
+        self._serving: OpenStack | None = None
+
+    async def open_stores(self) -> None:
+        """Start the backends now rather than when the lifespan starts (which then
+        takes them as they are); raises what a backend's start raises."""
+        if self._started is None:
+            self._started = await self.stack.open(migrate=self.config.migrate)
+
+    def serving(self) -> OpenStack:
+        """The open stores; ``unavailable`` until the lifespan has opened them."""
+        if self._serving is None:
+            raise unavailable("the store is not open yet")
+        return self._serving
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await self.open_stores()
+        opened, self._started = self._started, None
+        assert opened is not None  # open_stores() sets it
+        retention = None
+        if self.config.retain is not None and self.lessee is not None:
+            # Below the sealing and the call metrics: prune reads no secret, and its
+            # deletes are not clients' calls.
+            retention = Retention(
+                opened.own, self.lessee, self.config.retain, self.retention_counts
+            )
+            retention.start()
+        self._serving = opened
+        try:
+            yield
+        finally:
+            self._serving = None
+            if retention is not None:
+                await retention.stop()
+            await opened.close()
+
+    async def handle(self, principal: Principal, substore: Any, method: Any, data: Any) -> Answer:
+        stores = self.serving().served
+        backend = self.availability.of(substore)
+        try:
+            answer = await call_store(stores, substore, method, data, principal=principal)
+        except ConnectError as error:
+            # Only the backend's failures count; a client's mistake says nothing of it.
+            if error.code in BACKEND_FAILURES and backend is not None:
+                backend.failed(error)
+            raise
+        except Exception:
+            if backend is not None:
+                backend.broke()
+            raise
+        if backend is not None and not backend.up:
+            backend.succeeded()
+        return answer
+
+    async def healthz(self, request: Request) -> JSONResponse:
+        # For orchestrators, without auth: ok once the lifespan has opened every store.
+        # It does not probe the backends, so polling it costs nothing.
+        if self._serving is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> JSONResponse:
+        # For orchestrators, without auth: probes every backend, so each poll costs a
+        # round trip to each. Only an admin sees which hosts and databases they are.
+        if self._serving is None:
+            return JSONResponse({"status": "starting", "backends": []}, status_code=503)
+        # Bounded like any wait on a backend: a partitioned one is unready within
+        # --backend-timeout, before the orchestrator's own probe timeout gives up.
+        ready, entries = await readiness_report(self.served, self.config.backend_timeout)
+        caller = bearer_principal(request.headers.get("authorization"), self.tokens)
+        body = readiness_answer(ready, entries, caller)
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    def endpoint(self) -> CallStoreEndpoint:
+        return CallStoreEndpoint(
+            self.handle,
+            tokens=self.tokens,
+            max_request_bytes=self.config.max_request_bytes,
+            compress_min_bytes=self.config.compress_min_bytes,
+            observer=CallObserver(
+                HANDLERS,
+                metrics=self.metrics,
+                access_log=self.config.access_log,
+                spans=self.tracing.spans if self.tracing is not None else None,
+            ),
+        )
+
+    def routes(self, endpoint: CallStoreEndpoint) -> list[BaseRoute]:
+        """Every route the server answers, declared once."""
+        config, metrics = self.config, self.metrics
+        routes: list[BaseRoute] = [
+            Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
+            Route(HEALTH_PATH, self.healthz, methods=["GET"]),
+            Route(READY_PATH, self.readyz, methods=["GET"]),
+        ]
+        if metrics is not None:
+            metrics_tokens = None if config.metrics_public else self.tokens
+            endpoint_of_metrics = MetricsEndpoint(metrics.registry, metrics_tokens)
+            routes.append(Route(METRICS_PATH, endpoint_of_metrics, methods=["GET"]))
+        if config.ui:
+            from .viewer.app import create_viewer  # Jinja2 and the pages load only with it
+
+            shorthand = sole_holder(self.tokens)
+            hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)
+            viewer = create_viewer(self.serving, self.tokens, config.prices, bridge_hint=hint)
+            routes.append(Mount(UI_PATH, viewer))
+        # What the ready line's URL opens in a browser: the viewer, or the paths served.
+        home = front_page(
+            viewer_path=UI_PATH if config.ui else None,
+            call_store_path=CALL_STORE_PATH,
+            health_path=HEALTH_PATH,
+            ready_path=READY_PATH,
+            metrics_path=METRICS_PATH if metrics is not None else None,
+            metrics_public=config.metrics_public,
+        )
+        routes.append(Route("/", home, methods=["GET"]))
+        return routes
+
+    def app(self) -> BridgeStoreApp:
+        """The server's ASGI app."""
+        endpoint = self.endpoint()
+        # Only CallStore is traced: health, readiness and metrics polls would drown it.
+        traced = self.tracing.wrap(endpoint) if self.tracing is not None else endpoint
+        starlette = Starlette(routes=self.routes(endpoint), lifespan=self.lifespan)
+        return BridgeStoreApp(self, traced, starlette)
+
+
 def create_app(
     config: ServerConfig,
     *,
@@ -83,177 +282,12 @@ def create_app(
     resolved: ResolvedStores | None = None,
     tracing: Tracing | None = None,
 ) -> BridgeStoreApp:
-    """The bridge-store ASGI app for ``config``.
-
-    The routed backends are resolved here (a bad URL or a missing extra raises
-    ConfigurationError now), started (and migrated when ``config.migrate``) when the
-    ASGI lifespan starts and closed when it ends. ``resolved`` are backends already
-    resolved from ``config.routes``; otherwise ``plugin_manager`` (default: one with
-    every installed backend) resolves them. ``tracing`` (:mod:`.tracing`) gives each
-    CallStore call a span.
-    """
-    if resolved is None:
-        manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
-        resolved = resolve(manager, config.routes, config.backend_options())
-    backends = resolved
-    availability = BackendAvailability(config.routes)
-    # A one-slot box: the lifespan puts the open stores in, requests read them.
-    serving: list[Stores] = []
-    # The backends' own substores (unwrapped), for what looks behind the wrappers: the
-    # viewer's search finds a backend's full-text index there.
-    unwrapped: list[Stores] = []
-    routed = config.routes.served()
-    served = [ServedBackend(url, routed[url], one) for url, one in resolved.backends.items()]
-    metrics = Metrics(HANDLERS) if config.metrics else None
-    retention_counts = RetentionCounts()
-    if config.retain is not None:
-        # Checked now: a backend without leases stops the start, before any port opens.
-        lease_backend(resolved.backends[config.routes.agents], redact(config.routes.agents))
-        if metrics is not None:
-            metrics.add_retention(retention_counts)
-    if metrics is not None:
-        for one in served:
-            pool_stats = getattr(one.backend, "pool_stats", _no_pool)
-            view = BackendView(
-                one.scheme,
-                ",".join(one.substores),
-                pool_stats,
-                availability.of_url(one.url).snapshot,
-            )
-            metrics.add_backend(view)
-
-    async def handle(principal: Principal, substore: Any, method: Any, data: Any) -> Answer:
-        if not serving:
-            raise unavailable("the store is not open yet")
-        try:
-            answer = await call_store(serving[0], substore, method, data, principal=principal)
-        except ConnectError as error:
-            # Only the backend's failures count; a client's mistake says nothing of it.
-            if error.code in BACKEND_FAILURES and (backend := availability.of(substore)):
-                backend.failed(error)
-            raise
-        except Exception:
-            if backend := availability.of(substore):
-                backend.broke()
-            raise
-        backend = availability.of(substore)
-        if backend is not None and not backend.up:
-            backend.succeeded()
-        return answer
-
-    # The started backends, once started: by open_stores() ahead of the server (serve
-    # does, so a backend that cannot start stops it with one line, not uvicorn's
-    # traceback of a failed lifespan), or else by the lifespan.
-    started: list[OpenStores] = []
-
-    async def open_stores() -> None:
-        if not started:
-            started.append(await backends.start(migrate=config.migrate))
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await open_stores()
-        opened = started.pop()
-        # Secrets are sealed closest to the backends; metrics count what clients see.
-        stores = seal_stores(opened.stores, config.keyring)
-        serving.append(stores if metrics is None else metrics.metered(stores))
-        unwrapped.append(opened.stores)
-        retention = None
-        if config.retain is not None:
-            # Below the sealing and the call metrics: prune reads no secret, and its
-            # deletes are not clients' calls.
-            lessee = backends.backends[config.routes.agents]
-            retention = Retention(opened.stores, lessee, config.retain, retention_counts)
-            retention.start()
-        try:
-            yield
-        finally:
-            if retention is not None:
-                await retention.stop()
-            serving.clear()
-            unwrapped.clear()
-            await opened.close()
-
-    async def healthz(request: Request) -> JSONResponse:
-        # For orchestrators, without auth: ok once the lifespan has opened every store.
-        # It does not probe the backends, so polling it costs nothing.
-        if not serving:
-            return JSONResponse({"status": "starting"}, status_code=503)
-        return JSONResponse({"status": "ok"})
-
-    async def readyz(request: Request) -> JSONResponse:
-        # For orchestrators, without auth: probes every backend, so each poll costs a
-        # round trip to each. Only an admin sees which hosts and databases they are.
-        if not serving:
-            return JSONResponse({"status": "starting", "backends": []}, status_code=503)
-        # Bounded like any wait on a backend: a partitioned one is unready within
-        # --backend-timeout, before the orchestrator's own probe timeout gives up.
-        ready, entries = await readiness_report(served, config.backend_timeout)
-        caller = bearer_principal(request.headers.get("authorization"), tokens)
-        body = readiness_answer(ready, entries, caller)
-        return JSONResponse(body, status_code=200 if ready else 503)
-
-    # One registry for every route, so a reload of the tokens file reaches them all.
-    tokens = config.token_registry()
-    endpoint = CallStoreEndpoint(
-        handle,
-        tokens=tokens,
-        max_request_bytes=config.max_request_bytes,
-        compress_min_bytes=config.compress_min_bytes,
-        observer=CallObserver(
-            HANDLERS,
-            metrics=metrics,
-            access_log=config.access_log,
-            spans=tracing.spans if tracing is not None else None,
-        ),
+    """The bridge-store ASGI app for ``config``: :class:`BridgeStoreServer`'s app."""
+    server = BridgeStoreServer(
+        config, plugin_manager=plugin_manager, resolved=resolved, tracing=tracing
     )
-    routes: list[BaseRoute] = [
-        Route(CALL_STORE_PATH, endpoint, methods=["POST"]),
-        Route(HEALTH_PATH, healthz, methods=["GET"]),
-        Route(READY_PATH, readyz, methods=["GET"]),
-    ]
-    if metrics is not None:
-        metrics_tokens = None if config.metrics_public else tokens
-        routes.append(
-            Route(METRICS_PATH, MetricsEndpoint(metrics.registry, metrics_tokens), methods=["GET"])
-        )
-    if config.ui:
-        from .viewer.app import create_viewer  # Jinja2 and the pages load only with it
-
-        def stores() -> Stores:
-            if not serving:
-                raise unavailable("the store is not open yet")
-            return serving[0]
-
-        def backend_stores() -> Stores:
-            stores()  # unavailable until open
-            return unwrapped[0]
-
-        shorthand = sole_holder(tokens)
-        hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)
-        viewer = create_viewer(stores, tokens, backend_stores, config.prices, bridge_hint=hint)
-        routes.append(Mount(UI_PATH, viewer))
-    # What the ready line's URL opens in a browser: the viewer, or the paths served.
-    home = front_page(
-        viewer_path=UI_PATH if config.ui else None,
-        call_store_path=CALL_STORE_PATH,
-        health_path=HEALTH_PATH,
-        ready_path=READY_PATH,
-        metrics_path=METRICS_PATH if metrics is not None else None,
-        metrics_public=config.metrics_public,
-    )
-    routes.append(Route("/", home, methods=["GET"]))
-    # Only CallStore is traced: health, readiness and metrics polls would drown it.
-    traced = tracing.wrap(endpoint) if tracing is not None else endpoint
-    app = BridgeStoreApp(traced, Starlette(routes=routes, lifespan=lifespan), availability)
-    app.open_stores = open_stores
-    app.metrics = metrics
-    return app
+    return server.app()
 
 
 def _no_pool() -> None:
     """The pool figures of a backend without ``pool_stats``: none."""
-
-
-async def _nothing_to_open() -> None:
-    """The stores of an app not made by create_app: its lifespan opens them."""

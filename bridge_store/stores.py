@@ -4,17 +4,27 @@
 per distinct URL (:class:`ResolvedStores`), and :class:`Stores` holds the substore each
 call goes to (possibly from different backends). Starting them gives
 :class:`OpenStores`, which closes them; :func:`open_stores` does both steps.
+
+:class:`StoreStack` is how the server, ``bridge-store ui`` and every command open
+their stores: resolved once (the one place the installed plugins are asked), started
+(migrated or not), then sealed and metered by the wrappers the caller gives, in that
+order (secrets are sealed closest to the backends; metrics count what clients see).
+The wrappers come from above this layer (``security``, ``ops``), so this module
+imports neither. :class:`OpenStack` holds the served stores and the backends' own
+beneath them, and closes them.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 import pluggy
 
 from .errors import BackendUnreachable, ConfigurationError, ConnectError
-from .plugins import open_backend
+from .plugins import get_plugin_manager, open_backend
 from .substores import (
     SUBSTORE_NAMES,
     AgentStore,
@@ -144,3 +154,73 @@ async def open_stores(
 ) -> OpenStores:
     """Resolve and start every backend the routes name; closes what started on failure."""
     return await resolve(manager, routes, options).start(migrate=migrate)
+
+
+#: A wrapper over a set of substores (sealing, metering): the same stores, changed.
+Wrap = Callable[[Stores], Stores]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStack:
+    """A started :class:`StoreStack`: what its calls go to, and what lies beneath."""
+
+    #: Each distinct URL's started backend, in substore order.
+    backends: dict[str, Backend]
+    #: The backends' own substores, for what looks behind the wrappers (a backend's
+    #: search index, prune's deletes, which are not clients' calls).
+    own: Stores
+    #: ``own`` sealed: secrets in the clear, as tools and the viewer read them.
+    sealed: Stores
+    #: ``sealed`` metered: what the calls go to.
+    served: Stores
+
+    async def close(self) -> None:
+        for backend in reversed(self.backends.values()):
+            await backend.close()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStack:
+    """The stores of a set of routes, resolved, to be started, sealed and metered."""
+
+    routes: Routes
+    resolved: ResolvedStores
+    seal: Wrap | None = None
+    meter: Wrap | None = None
+
+    @classmethod
+    def of(
+        cls,
+        routes: Routes,
+        options: BackendOptions | None = None,
+        *,
+        manager: pluggy.PluginManager | None = None,
+        seal: Wrap | None = None,
+        meter: Wrap | None = None,
+    ) -> StoreStack:
+        """Resolve ``routes`` (a bad URL or a missing extra raises now) with ``manager``
+        (default: every installed backend)."""
+        manager = manager if manager is not None else get_plugin_manager()
+        return cls(routes, resolve(manager, routes, options), seal, meter)
+
+    @property
+    def backends(self) -> dict[str, Backend]:
+        """Each distinct URL's backend (started or not), in substore order."""
+        return self.resolved.backends
+
+    async def open(self, *, migrate: bool) -> OpenStack:
+        """Start every backend (closing those started when one fails), then wrap."""
+        started = await self.resolved.start(migrate=migrate)
+        own = started.stores
+        sealed = own if self.seal is None else self.seal(own)
+        served = sealed if self.meter is None else self.meter(sealed)
+        return OpenStack(dict(self.resolved.backends), own, sealed, served)
+
+    @asynccontextmanager
+    async def opened(self, *, migrate: bool) -> AsyncIterator[OpenStack]:
+        """:meth:`open`, closed on the way out."""
+        stack = await self.open(migrate=migrate)
+        try:
+            yield stack
+        finally:
+            await stack.close()

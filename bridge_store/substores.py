@@ -1,6 +1,7 @@
 """The backend API: what a storage backend implements, and what it builds with.
 
-A backend implements :class:`Backend` and the substore protocols. Besides this
+A backend implements :class:`Backend` and the substore protocols, and may implement
+the optional features of :mod:`bridge_store.features`. Besides this
 module it needs only :mod:`bridge_store.errors` (the errors it raises),
 :mod:`bridge_store.wire.jsontext` (how documents become bytes) and ``hookimpl`` (from
 :mod:`bridge_store`) to register.
@@ -330,7 +331,9 @@ class Backend(Protocol):
     """One storage URL, opened: provides one or more substores.
 
     A substore attribute is None when the backend does not implement it. The server
-    calls :meth:`start` once before serving and :meth:`close` once at shutdown.
+    calls :meth:`start` once before serving and :meth:`close` once at shutdown. What
+    a backend may add (a readiness probe, pool figures, leases, a search index, its
+    own run list and counts) is in :mod:`bridge_store.features`.
     """
 
     agents: AgentStore | None
@@ -349,43 +352,3 @@ class Backend(Protocol):
 
     async def schema_revision(self) -> str | None:
         """The current schema version, or None for schemaless stores."""
-
-    async def readiness(self) -> str | None:
-        """None when the backend can serve calls now; otherwise why not, in one line.
-
-        A cheap probe (one round trip: ``SELECT``, ``PING``, one small read) that
-        also checks what calls need besides a connection, such as a schema at the
-        latest revision. The server bounds it with the backend timeout and reports a
-        raised :class:`~bridge_store.errors.ConnectError` by its message, so an
-        outage may simply raise ``unavailable``. Never put a secret in the answer: it
-        is served without auth on ``/readyz``. Optional: for a backend without it the
-        server calls :meth:`schema_revision` and counts an answer as ready.
-        """
-
-    def pool_stats(self) -> PoolStats | None:
-        """The connection pool now, for the metrics; None without a pool. Optional.
-
-        Called when metrics are scraped, from the event loop: it must not block.
-        """
-
-    async def acquire_lease(self, name: str, holder: str, seconds: float) -> bool:
-        """Take, or renew, the lease ``name`` for ``holder``; whether ``holder`` holds it now.
-
-        A lease is how one server of a fleet sharing this backend gets to do a job
-        alone (``serve --retain``). It is free, or held by one holder until that holder
-        releases it or ``seconds`` pass without a renewal (so a holder that died frees
-        it by itself). Taking it succeeds when it is free or expired, and when
-        ``holder`` already holds it, which renews it for ``seconds`` from now; it fails
-        (False) while another holder's lease runs. Two holders racing for a free lease,
-        from any processes, cannot both win. ``name`` and ``holder`` are short strings
-        of letters, digits and ``-_.:``. A backend may also end a lease when its
-        holder's connection ends (a Postgres advisory lock). Optional: a backend
-        without leases cannot serve ``serve --retain``.
-        """
-
-    async def release_lease(self, name: str, holder: str) -> None:
-        """Free the lease ``name`` if ``holder`` holds it; otherwise change nothing.
-
-        Checked against the holder, so a holder whose lease expired and was taken by
-        another never frees the other's. Optional, with :meth:`acquire_lease`.
-        """

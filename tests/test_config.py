@@ -16,9 +16,14 @@ import httpx
 import pytest
 
 from bridge_store.cli import build_parser, main, parse_args
-from bridge_store.cli.serve import DEFAULT_PORT
-from bridge_store.cli.settings import SETTING_ENV, chosen_parser, read_config_file, settings_of
-from bridge_store.cli.store_options import routes_from
+from bridge_store.cli.shared.serve_options import DEFAULT_PORT
+from bridge_store.cli.shared.settings import (
+    SETTING_ENV,
+    chosen_parser,
+    read_config_file,
+    settings_of,
+)
+from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.client import start_serve
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.security.tokens import TOKEN_ENV
@@ -157,7 +162,7 @@ def test_every_variable_serve_reads_for_a_setting_beats_the_file() -> None:
     assert named
     # The token variable holds the token itself, which no config key carries.
     unlisted = named - {TOKEN_ENV} - set(SETTING_ENV.values())
-    assert not unlisted, f"add {unlisted} to bridge_store.cli.settings.SETTING_ENV"
+    assert not unlisted, f"add {unlisted} to bridge_store.cli.shared.settings.SETTING_ENV"
 
 
 def test_serve_runs_on_its_config_file(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from bridge_store.cli import build_parser
-from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
+from bridge_store.cli.shared.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 from bridge_store.ops.readiness import READY_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV

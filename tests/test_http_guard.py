@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bridge_store.app import create_app
-from bridge_store.cli.serving import UVICORN_SETTINGS
+from bridge_store.cli.shared.serving import UVICORN_SETTINGS
 from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.stores import Routes

@@ -27,9 +27,9 @@ import yaml
 
 from bridge_store.app import HEALTH_PATH
 from bridge_store.cli import parse_args
-from bridge_store.cli.serving import GRACEFUL_SHUTDOWN_SECONDS
-from bridge_store.cli.settings import SETTING_ENV
-from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_ENV, routes_from
+from bridge_store.cli.shared.serving import GRACEFUL_SHUTDOWN_SECONDS
+from bridge_store.cli.shared.settings import SETTING_ENV
+from bridge_store.cli.shared.store_options import DEFAULT_STORE_URL, STORE_ENV, routes_from
 from bridge_store.ops.readiness import READY_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.tokens import TOKEN_ENV

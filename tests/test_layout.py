@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,3 +130,130 @@ def test_the_product_imports_no_development_package() -> None:
     for imports in product:
         for development in DEVELOPMENT_PACKAGES:
             assert development not in imports, f"{development}: {sorted(imports[development])}"
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the product by its import name (``bridge_store.cli.serve``)."""
+    names: dict[str, Path] = {}
+    tops = [ROOT / "bridge_store", *sorted((ROOT / "backends").iterdir())]
+    for top in tops:
+        for path in top.rglob("*.py"):
+            if "_generated" in path.parts:
+                continue
+            parts = [top.name, *path.relative_to(top).with_suffix("").parts]
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def imports_of(name: str, path: Path, modules: Mapping[str, Path]) -> set[str]:
+    """The modules of ``modules`` that module ``name`` imports, wherever (its top,
+    functions, TYPE_CHECKING): ``from .x import y`` is ``x``, or ``x.y`` if a module."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    named: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            named.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join([*(base if node.level else []), *filter(None, [node.module])])
+            named.extend(f"{module}.{alias.name}" for alias in node.names)
+    found = set()
+    for imported in named:
+        while imported and imported not in modules:
+            imported = imported.rpartition(".")[0]
+        if imported and imported != name:
+            found.add(imported)
+    return found
+
+
+def test_no_command_imports_another() -> None:
+    # What commands share lives in cli/shared/; a command importing another drags its
+    # parser and its run in, and hides what they share.
+    modules = module_names()
+    commands = {
+        name
+        for name, path in modules.items()
+        if name.startswith("bridge_store.cli.")
+        and path.parent.name == "cli"
+        and path.name != "__init__.py"
+    }
+    assert "bridge_store.cli.serve" in commands
+    crossing = {
+        name: sorted(imports_of(name, modules[name], modules) & commands) for name in commands
+    }
+    assert {name: found for name, found in crossing.items() if found} == {}
+
+
+#: The layers, bottom first: a module imports only from its own layer and those below
+#: (the README's layout paragraph names them). A name ending in ``.`` is a package.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "the contract and the backend seam",
+        (
+            *("bridge_store", "types", "errors", "failures", "urls", "sort_keys", "wire."),
+            *("substores", "hookspecs", "plugins", "contract", "stored_documents"),
+            *("statistics", "history", "features", "stores"),
+        ),
+    ),
+    ("access: who calls, what they may see", ("security.", "dispatch", "connect")),
+    (
+        "the backends",
+        ("bridge_store_memory.", "bridge_store_sql.", "bridge_store_redis.", "bridge_store_s3."),
+    ),
+    (
+        "what runs over the stores",
+        ("lifecycle.", "ops.", "conformance.", "viewer.", "config", "front_page"),
+    ),
+    ("the server", ("app",)),
+    ("the edges", ("cli.", "client.", "__main__")),
+]
+
+
+def layer_of(name: str) -> int:
+    short = name.removeprefix("bridge_store.") if name != "bridge_store" else name
+    for number, (_, members) in enumerate(LAYERS):
+        for member in members:
+            top = member.removesuffix(".")
+            if short == top or (member.endswith(".") and short.startswith(member)):
+                return number
+    raise AssertionError(f"{name} is in no layer of LAYERS: add it")
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_names()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def test_no_import_runs_up_a_layer() -> None:
+    graph = import_graph()
+    upward = sorted(
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {imported}"
+        for name, imported_names in graph.items()
+        for imported in imported_names
+        if layer_of(imported) > layer_of(name)
+    )
+    assert "bridge_store.app" in graph
+    assert upward == []
+
+
+def test_no_imports_form_a_cycle() -> None:
+    # Function-level and TYPE_CHECKING imports count: a cycle is a cycle to a reader.
+    graph = import_graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name] = 1
+        path.append(name)
+        for imported in sorted(graph[name]):
+            if state.get(imported) == 1:
+                return [*path[path.index(imported) :], imported]
+            if imported not in state and (cycle := visit(imported)) is not None:
+                return cycle
+        path.pop()
+        state[name] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in state:
+            assert visit(name) is None, f"import cycle: {' -> '.join(path)}"

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from bridge_store.cli import main, parse_args
-from bridge_store.cli.store_options import routes_from
+from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.errors import ConnectError
 from bridge_store.lifecycle.durations import describe_age, parse_age
 from bridge_store.lifecycle.prune import PruneCriteria, prune

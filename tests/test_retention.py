@@ -15,8 +15,9 @@ import pytest
 
 from bridge_store.cli import parse_args
 from bridge_store.cli.config import render
-from bridge_store.cli.store_options import routes_from
+from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.errors import ConfigurationError
+from bridge_store.features import Leases
 from bridge_store.lifecycle.retain import (
     LEASE_NAME,
     Retention,
@@ -25,11 +26,18 @@ from bridge_store.lifecycle.retain import (
 )
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.stores import OpenStores, Routes, resolve
+from bridge_store.substores import Backend
 from tests.support.retention import OTHER_TENANT, agent_ids, seed
 from tests.support.server import ServerProcess, serve
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
 
 NINETY_DAYS = 90 * 86_400.0
+
+
+def leases(backend: Backend) -> Leases:
+    """``backend`` as the lease holder retention takes (every built-in one is)."""
+    assert isinstance(backend, Leases)
+    return backend
 
 
 def routes_of(arguments: list[str]) -> Routes:
@@ -57,7 +65,7 @@ async def test_two_servers_race_and_one_prunes(
         await seed(one.stores)
         settings = RetentionSettings(older_than=NINETY_DAYS)
         servers = [
-            Retention(opened.stores, opened.backends[0], settings, holder=f"server-{n}")
+            Retention(opened.stores, leases(opened.backends[0]), settings, holder=f"server-{n}")
             for n, opened in enumerate((one, two))
         ]
         with caplog.at_level(logging.INFO, logger="bridge_store.retention"):
@@ -90,7 +98,7 @@ async def test_a_pass_stops_when_the_lease_is_lost(monkeypatch: pytest.MonkeyPat
     routes = Routes.single("memory://")
     opened = await resolve(get_plugin_manager(), routes).start(migrate=True)
     await seed(opened.stores)
-    backend = opened.backends[0]
+    backend = leases(opened.backends[0])
     retention = Retention(opened.stores, backend, RetentionSettings(NINETY_DAYS), holder="me")
     # Every renewal is due, and another server has taken the lease meanwhile.
     monkeypatch.setattr("bridge_store.lifecycle.retain.LEASE_SECONDS", 0.0)
@@ -115,7 +123,7 @@ async def test_a_failed_pass_is_counted_and_the_lease_released(
 ) -> None:
     routes = Routes.single("memory://")
     opened = await resolve(get_plugin_manager(), routes).start(migrate=True)
-    backend = opened.backends[0]
+    backend = leases(opened.backends[0])
 
     async def outage() -> list[str]:
         from bridge_store.errors import unavailable
@@ -205,7 +213,7 @@ async def test_a_pass_is_bounded_and_stopping_cancels_it_and_releases_the_lease(
 ) -> None:
     opened = await resolve(get_plugin_manager(), Routes.single("memory://")).start(migrate=True)
     await seed(opened.stores)
-    backend = opened.backends[0]
+    backend = leases(opened.backends[0])
     stuck = asyncio.Event()
 
     async def hangs(*args: object, **kwargs: object) -> list[object]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.cli.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
+from bridge_store.cli.shared.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 from bridge_store.client import launch, start_sidecar
 from bridge_store.client.viewer_access import (
     AGENTS_URL_ENV,

@@ -18,7 +18,7 @@ from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import SHORTHAND_TOKEN_NAME, TokenRegistry
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stores import Routes, StoreStack, open_stores
 from bridge_store.viewer.session import CSRF_COOKIE, SESSION_COOKIE
 from bridge_store.viewer.standalone import create_ui_app
 from testkit.inprocess import running
@@ -328,9 +328,7 @@ def test_the_standalone_viewer_reads_and_cannot_write(tmp_path: Path) -> None:
     with running(writer) as url:
         for substore, method, data in history_calls():
             assert store_call(url, substore, method, data).status_code == 200
-    app = create_ui_app(
-        Routes.single(store), TokenRegistry.single("ui-token"), get_plugin_manager()
-    )
+    app = create_ui_app(StoreStack.of(Routes.single(store)), TokenRegistry.single("ui-token"))
     with running(app) as url, httpx.Client(base_url=url) as client:
         assert client.get("/").headers["location"] == "/ui/"
         assert sign_in(client, token="ui-token").status_code == 303

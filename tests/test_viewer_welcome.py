@@ -18,9 +18,8 @@ from bridge_store.app import create_app
 from bridge_store.client import start_sidecar
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
-from bridge_store.stores import Routes
+from bridge_store.stores import Routes, StoreStack
 from bridge_store.viewer.reader import HistoryReader
 from bridge_store.viewer.standalone import create_ui_app
 from bridge_store.viewer.welcome import BridgeHint, Welcome
@@ -121,7 +120,7 @@ def test_a_named_token_never_learns_of_other_tenants(team_a_store: str) -> None:
 
 def test_the_standalone_viewer_names_the_tenants_and_its_tenant_flag(team_a_store: str) -> None:
     reader = TokenRegistry([TokenEntry("ui", token_digest(SHORTHAND), "default", Scope.READ)])
-    app = create_ui_app(Routes.single(team_a_store), reader, get_plugin_manager())
+    app = create_ui_app(StoreStack.of(Routes.single(team_a_store)), reader)
     with running(app) as base:
         data, _ = agents_page(base, SHORTHAND)
     welcome = data["welcome"]

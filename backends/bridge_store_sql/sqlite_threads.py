@@ -27,16 +27,26 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 
-if TYPE_CHECKING:
-    from .sqlite import SqliteSession
-
 T = TypeVar("T")
-#: A session over a pooled sqlite3 connection (:class:`.sqlite.SqliteSession`).
-Sessions = Callable[[sqlite3.Connection], "SqliteSession"]
+
+
+class SqliteSession(Protocol):
+    """What the threads need of a session over a pooled sqlite3 connection
+    (:class:`.sqlite.SqliteSession` is one): a protocol, so this module does not
+    import the one that builds on it."""
+
+    driver: sqlite3.Connection
+
+    def command(self, sql: str) -> None:
+        """A statement without parameters or rows: BEGIN, COMMIT, ROLLBACK."""
+
+
+#: Makes a session over a pooled sqlite3 connection.
+Sessions = Callable[[sqlite3.Connection], SqliteSession]
 
 #: Jobs one wake-up takes, give or take one hand-over: bounds how long the first job of
 #: a batch waits for the others, and the size of one write transaction.

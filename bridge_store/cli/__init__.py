@@ -4,11 +4,11 @@
 current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
 generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
 ``copy``, ``export``, ``import`` and ``import-local`` (:mod:`.copy`, :mod:`.export`,
-:mod:`.import_archive`, :mod:`.import_local`; what the commands moving history share
-is in :mod:`.transfer`), the history commands ``agents``, ``runs``, ``overview`` and ``transcript``
-(reading as :mod:`.read_options` says), ``ui`` (:mod:`.ui`) and ``config show``
-(:mod:`.config`); the storage flags they share are in :mod:`.store_options`, serve's
-config file in :mod:`.settings`, running under uvicorn (serve, ui) in :mod:`.serving`.
+:mod:`.import_archive`, :mod:`.import_local`), the history commands ``agents``,
+``runs``, ``overview`` and ``transcript``, ``ui`` (:mod:`.ui`) and ``config show``
+(:mod:`.config`). What they share is in :mod:`.shared`, never in another command:
+the store, tenant and key-file options, reading and moving history, serve's config
+file, running under uvicorn.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 Every command's parser is built on every start, so a command module imports at its top
 only what its parser needs; what running it takes (uvicorn, the viewer, the lifecycle
@@ -50,7 +50,7 @@ from . import (
     transcript,
     ui,
 )
-from .settings import apply_config_file
+from .shared.settings import apply_config_file
 
 
 class Command(Protocol):

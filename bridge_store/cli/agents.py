@@ -7,10 +7,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from .read_options import add_read_arguments, run_paging, tenant_hint
+from .shared.read_options import add_read_arguments, run_paging, tenant_hint
 
 if TYPE_CHECKING:
-    from .read_options import Pages
+    from .shared.read_options import Pages
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -15,7 +15,7 @@ from ..client import BRIDGE_BIN_ENV, Session, launch
 from ..client.viewer_access import embedded_token_file
 from ..errors import ConfigurationError
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, read_auth_token
-from .store_options import STORE_FLAG_ENV, add_store_arguments
+from .shared.store_options import STORE_FLAG_ENV, add_store_arguments
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

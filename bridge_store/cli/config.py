@@ -10,9 +10,9 @@ from typing import Any
 
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from ..urls import redact
-from . import serve
-from .settings import SETTING_ENV, key_of, settings_of
-from .store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
+from .shared.serve_options import add_arguments
+from .shared.settings import SETTING_ENV, key_of, settings_of
+from .shared.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "store URLs show as ***; the auth token itself is never printed."
         ),
     )
-    serve.add_arguments(show)
+    add_arguments(show)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 def render(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     """The TOML text for ``args`` (parsed by ``config show``, the config file applied)."""
     serve_options = argparse.ArgumentParser(add_help=False)
-    serve.add_arguments(serve_options)
+    add_arguments(serve_options)
     values = {
         action.dest: getattr(args, action.dest) for action in settings_of(serve_options).values()
     }

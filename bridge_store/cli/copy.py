@@ -6,15 +6,8 @@ import argparse
 import asyncio
 
 from ..errors import ConnectError
-from .transfer import (
-    EXIT_DIFFERENT,
-    add_end_arguments,
-    add_tenant_argument,
-    opened,
-    report,
-    routes_of,
-    stopped,
-)
+from .shared.store_options import add_end_arguments, add_tenants_argument
+from .shared.transfer import EXIT_DIFFERENT, end_of, opened, report, stopped
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_end_arguments(parser, "from", "source")
     add_end_arguments(parser, "to", "target")
-    add_tenant_argument(parser)
+    add_tenants_argument(parser, "only this tenant's history")
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -56,11 +49,11 @@ async def _copy(args: argparse.Namespace) -> int:
     from ..lifecycle.verify import verify
     from ..lifecycle.walk import count_agents, tenants_of
 
-    source_routes, source_keys = routes_of(args, "from")
-    target_routes, target_keys = routes_of(args, "to")
+    source_stack, _ = end_of(args, "from")
+    target_stack, target_flag = end_of(args, "to")
     async with (
-        opened(source_routes, source_keys, migrate=False) as source,
-        opened(target_routes, target_keys, migrate=True) as target,
+        opened(source_stack, migrate=False) as source,
+        opened(target_stack, migrate=True, key_flag=target_flag) as target,
     ):
         meter = Meter(Tally(), verb="copied")
         try:

@@ -6,10 +6,8 @@ import argparse
 import asyncio
 
 from ..errors import BackendUnreachable, ConnectError
-from ..plugins import get_plugin_manager
-from ..stores import resolve
 from ..urls import redact
-from .store_options import add_store_arguments, routes_from
+from .shared.store_options import add_store_arguments, stack_from
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,9 +33,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _db(args: argparse.Namespace) -> int:
-    manager = get_plugin_manager()
     upgrading = args.db_command == "upgrade"
-    for url, backend in resolve(manager, routes_from(args)).backends.items():
+    for url, backend in stack_from(args, sealed=False).backends.items():
         # Starting with migrate is the upgrade: a backend started without it warns that
         # an old schema will fail calls, which is no news to someone upgrading it.
         try:

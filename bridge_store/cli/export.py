@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..errors import ConfigurationError, ConnectError
-from .transfer import add_store_argument, add_tenant_argument, opened, routes_of, stopped
+from .shared.store_options import add_store_arguments, add_tenants_argument
+from .shared.transfer import end_of, opened, stopped
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,9 +25,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "and exported without --encryption-key-file, which would open them."
         ),
     )
-    add_store_argument(parser, "the store to export")
+    add_store_arguments(parser, "the store to export", key_file="read")
     parser.add_argument("--output", required=True, type=Path, metavar="FILE", help="the archive")
-    add_tenant_argument(parser)
+    add_tenants_argument(parser, "only this tenant's history")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,8 +40,8 @@ async def _export(args: argparse.Namespace) -> int:
     from ..lifecycle.tally import Tally
     from ..lifecycle.walk import count_agents, tenants_of
 
-    routes, key_file = routes_of(args, None)
-    async with opened(routes, key_file, migrate=False) as stores:
+    stack, _ = end_of(args)
+    async with opened(stack, migrate=False) as stores:
         meter = Meter(Tally(), verb=f"exported to {args.output}")
         try:
             tenants = await tenants_of(stores, args.tenant)

@@ -7,11 +7,8 @@ import asyncio
 
 from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.gc import GcReport, TenantOrphans, collect_garbage
-from ..plugins import get_plugin_manager
-from ..stores import resolve
-from .prune import add_tenant_argument
-from .store_options import add_store_arguments, routes_from
-from .wording import counted
+from .shared.store_options import add_store_arguments, add_tenants_argument, stack_from
+from .shared.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +23,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     add_store_arguments(parser)
-    add_tenant_argument(parser, "collect only this tenant's orphans")
+    add_tenants_argument(parser, "collect only this tenant's orphans")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -39,14 +36,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _gc(args: argparse.Namespace) -> int:
-    resolved = resolve(get_plugin_manager(), routes_from(args))
-    opened = await resolved.start(migrate=False)
-    try:
-        report = await collect_garbage(opened.stores, dry_run=args.dry_run, tenants=args.tenant)
-    except ConnectError as error:
-        raise BackendUnreachable(f"gc stopped: {error.message}; run it again") from error
-    finally:
-        await opened.close()
+    async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+        try:
+            report = await collect_garbage(stack.own, dry_run=args.dry_run, tenants=args.tenant)
+        except ConnectError as error:
+            raise BackendUnreachable(f"gc stopped: {error.message}; run it again") from error
     if args.dry_run:
         for orphans in report.tenants:
             for line in _orphan_lines(orphans):

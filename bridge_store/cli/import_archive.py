@@ -8,15 +8,8 @@ from pathlib import Path
 
 from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
-from .transfer import (
-    EXIT_DIFFERENT,
-    add_store_argument,
-    add_tenant_argument,
-    opened,
-    report,
-    routes_of,
-    stopped,
-)
+from .shared.store_options import add_store_arguments, add_tenants_argument
+from .shared.transfer import EXIT_DIFFERENT, end_of, opened, report, stopped
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,9 +26,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "The store's schema is brought to the latest version first."
         ),
     )
-    add_store_argument(parser, "the store to import into")
+    add_store_arguments(parser, "the store to import into", key_file="write")
     parser.add_argument("--input", required=True, type=Path, metavar="FILE", help="the archive")
-    add_tenant_argument(parser)
+    add_tenants_argument(parser, "only this tenant's history")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace items the store holds differently"
     )
@@ -74,8 +67,8 @@ async def _import(args: argparse.Namespace) -> int:
         manifest = await asyncio.to_thread(check_archive, args.input, limit=limit)
     except ArchiveError as error:
         raise ConfigurationError(str(error)) from None
-    routes, key_file = routes_of(args, None)
-    async with opened(routes, key_file, migrate=True) as stores:
+    stack, key_flag = end_of(args)
+    async with opened(stack, migrate=True, key_flag=key_flag) as stores:
         meter = Meter(Tally(), verb=f"imported from {args.input}")
         meter.agents_total = len(manifest.agents)
         try:

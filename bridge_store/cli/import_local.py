@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
-from ..security.auth import DEFAULT_TENANT, check_tenant
-from .transfer import add_store_argument, opened, report, routes_of, stopped
+from ..security.auth import DEFAULT_TENANT
+from .shared.store_options import add_store_arguments, add_tenant_argument, tenant_from
+from .shared.transfer import end_of, opened, report, stopped
 
 if TYPE_CHECKING:
     from ..lifecycle.items import Item
@@ -42,7 +43,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "alone (exit status 1) unless --overwrite."
         ),
     )
-    add_store_argument(parser, "the store to import into")
+    add_store_arguments(parser, "the store to import into", key_file="write")
     parser.add_argument(
         "--from",
         dest="sources",
@@ -61,15 +62,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DIR",
         help='a JSONL store: the rootDir of --local-store \'{"type":"jsonl",...}\'; repeatable',
     )
-    parser.add_argument(
-        "--tenant",
-        type=_tenant,
-        default=DEFAULT_TENANT,
-        help=(
-            f"the tenant the history goes to (default: {DEFAULT_TENANT}, serve's one-token "
-            f"tenant). A named token reads its own tenant only: import into the tenant of "
-            f"the tokens that will read it"
-        ),
+    add_tenant_argument(
+        parser,
+        "the tenant the history goes to; a named token reads its own tenant only: import "
+        "into the tenant of the tokens that will read it",
     )
     parser.add_argument(
         "--overwrite",
@@ -86,13 +82,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "server would refuse it (default: %(default)s)"
         ),
     )
-
-
-def _tenant(text: str) -> str:
-    try:
-        return check_tenant(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def builtin_stores(sources: list[Path] | None, jsonl: list[Path] | None) -> list[BuiltinStore]:
@@ -127,19 +116,20 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"--max-request-bytes must be positive, not {args.max_request_bytes}"
         )
+    tenant = tenant_from(args)
     stores = builtin_stores(args.sources, args.jsonl)
-    return asyncio.run(_import(args, stores))
+    return asyncio.run(_import(args, tenant, stores))
 
 
-async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
+async def _import(args: argparse.Namespace, tenant: str, stores: list[BuiltinStore]) -> int:
     from ..lifecycle.checks import InvalidItem
     from ..lifecycle.items import AgentItem
     from ..lifecycle.progress import Meter
     from ..lifecycle.sink import StoreSink
     from ..lifecycle.tally import Outcome, Tally
 
-    routes, key_file = routes_of(args, None)
-    async with opened(routes, key_file, migrate=True) as target:
+    stack, key_flag = end_of(args)
+    async with opened(stack, migrate=True, key_flag=key_flag) as target:
         meter = Meter(Tally(), verb="imported")
         sink = StoreSink(
             target,
@@ -151,7 +141,7 @@ async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
             async with meter.showing():
                 for store in stores:
                     try:
-                        for item in store.items(args.tenant):
+                        for item in store.items(tenant):
                             await sink.write(item)
                             if isinstance(item, AgentItem):
                                 meter.agent_done()
@@ -168,7 +158,7 @@ async def _import(args: argparse.Namespace, stores: list[BuiltinStore]) -> int:
         f"different {tally.total(Outcome.DIFFERENT)}, replaced {tally.total(Outcome.REPLACED)}"
     )
     print(meter.summary())
-    print(_where_it_went(args.tenant))
+    print(_where_it_went(tenant))
     return report(tally)
 
 

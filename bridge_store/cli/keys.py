@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import ConfigurationError
-from ..plugins import get_plugin_manager
-from ..security.encryption import (
-    KEY_FILE_ENV,
-    Keyring,
-    load_keyring,
-    new_key_line,
-    read_key_file_text,
-)
+from ..security.encryption import Keyring, load_keyring, new_key_line, read_key_file_text
 from ..security.rotation import rotate
 from ..security.tokens import write_private
-from ..stores import resolve
-from .store_options import add_store_arguments, routes_from
-from .wording import counted
+from .shared.store_options import (
+    add_key_file_argument,
+    add_store_arguments,
+    key_file_flag,
+    key_file_from,
+    stack_from,
+)
+from .shared.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,26 +53,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_store_arguments(rotate_parser)
     for parser in (generate, rotate_parser):
-        parser.add_argument(
-            "--encryption-key-file",
-            metavar="PATH",
-            help=f"the key file (env {KEY_FILE_ENV}; one of the two is required)",
-        )
-
-
-def keyring_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Keyring | None:
-    """The keyring of ``--encryption-key-file`` (or its environment variable), if any."""
-    path = args.encryption_key_file or environ.get(KEY_FILE_ENV)
-    return load_keyring(Path(path)) if path else None
+        add_key_file_argument(parser, "the key file; it or its variable is required")
 
 
 def run(args: argparse.Namespace) -> int:
-    path = args.encryption_key_file or os.environ.get(KEY_FILE_ENV)
-    if not path:
-        raise ConfigurationError(f"name the key file: --encryption-key-file PATH or {KEY_FILE_ENV}")
+    path = key_file_from(args)
+    if path is None:
+        raise ConfigurationError(f"name the key file: {key_file_flag()}")
     if args.action == "generate":
-        return _generate(Path(path))
-    return asyncio.run(_rotate(args, load_keyring(Path(path))))
+        return _generate(path)
+    return asyncio.run(_rotate(args, load_keyring(path)))
 
 
 def _generate(path: Path) -> int:
@@ -90,12 +76,9 @@ def _generate(path: Path) -> int:
 
 
 async def _rotate(args: argparse.Namespace, keyring: Keyring) -> int:
-    resolved = resolve(get_plugin_manager(), routes_from(args))
-    opened = await resolved.start(migrate=False)
-    try:
-        report = await rotate(opened.stores, keyring)
-    finally:
-        await opened.close()
+    # Rotation opens and seals itself: it is given the backends' own stores.
+    async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+        report = await rotate(stack.own, keyring)
     print(
         f"re-encrypted under key {keyring.current_id.hex()}: "
         f"{counted(report.agents_rewritten, 'agent')} ({report.agents_current} already "

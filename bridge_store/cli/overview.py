@@ -12,13 +12,13 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from .price_options import add_prices_argument, prices_from
-from .read_options import add_read_arguments, run_paging, tenant_hint
+from .shared.price_options import add_prices_argument, prices_from
+from .shared.read_options import add_read_arguments, run_paging, tenant_hint
 
 if TYPE_CHECKING:
     from ..types import Document
     from ..viewer.prices import PriceTable
-    from .read_options import Pages
+    from .shared.read_options import Pages
 
 KINDS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 

@@ -8,14 +8,10 @@ import time
 from datetime import UTC, datetime
 
 from ..errors import BackendUnreachable, ConnectError
-from ..lifecycle.durations import age_argument, age_text, describe_age, parse_age
+from ..lifecycle.durations import age_argument, describe_age
 from ..lifecycle.prune import PRUNABLE_STATUSES, AgentFigures, PruneCriteria, PruneReport, prune
-from ..lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
-from ..plugins import get_plugin_manager
-from ..security.auth import check_tenant
-from ..stores import resolve
-from .store_options import add_store_arguments, routes_from
-from .wording import counted
+from .shared.store_options import add_store_arguments, add_tenants_argument, stack_from
+from .shared.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,7 +27,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_store_arguments(parser)
     add_criteria_arguments(parser)
-    add_tenant_argument(parser, "prune only this tenant's agents")
+    add_tenants_argument(parser, "prune only this tenant's agents")
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -58,51 +54,6 @@ def add_criteria_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_retain_arguments(serve: argparse.ArgumentParser) -> None:
-    """serve's ``--retain`` and ``--retain-every``: the prune, in the background."""
-    serve.add_argument(
-        "--retain",
-        type=age_text,
-        metavar="AGE",
-        help=(
-            "prune agents not updated for AGE (90d; s, m, h, d or w) in the background, "
-            "as 'bridge-store prune --older-than AGE' does; of servers sharing a backend "
-            "one prunes at a time (default: keep everything)"
-        ),
-    )
-    serve.add_argument(
-        "--retain-every",
-        type=age_text,
-        default=describe_age(DEFAULT_INTERVAL),
-        metavar="AGE",
-        help="how often --retain prunes, give or take 10%% (default: %(default)s)",
-    )
-
-
-def retention_from(args: argparse.Namespace) -> RetentionSettings | None:
-    """serve's retention settings, None without ``--retain``."""
-    if args.retain is None:
-        return None
-    return RetentionSettings(parse_age(args.retain), parse_age(args.retain_every))
-
-
-def add_tenant_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--tenant",
-        action="append",
-        type=_tenant,
-        metavar="TENANT",
-        help=f"{what} (repeatable; default: every tenant)",
-    )
-
-
-def _tenant(text: str) -> str:
-    try:
-        return check_tenant(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def criteria_from(args: argparse.Namespace, now: float) -> PruneCriteria:
     return PruneCriteria(
         cutoff_ms=int((now - args.older_than) * 1000),
@@ -117,19 +68,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _prune(args: argparse.Namespace) -> int:
-    resolved = resolve(get_plugin_manager(), routes_from(args))
-    opened = await resolved.start(migrate=False)
-    try:
-        report = await prune(
-            opened.stores,
-            criteria_from(args, time.time()),
-            principal_name="prune",
-            dry_run=args.dry_run,
-        )
-    except ConnectError as error:
-        raise BackendUnreachable(f"prune stopped: {error.message}; run it again") from error
-    finally:
-        await opened.close()
+    # Prune reads no secret: the backends' own stores, unsealed.
+    async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+        try:
+            report = await prune(
+                stack.own,
+                criteria_from(args, time.time()),
+                principal_name="prune",
+                dry_run=args.dry_run,
+            )
+        except ConnectError as error:
+            raise BackendUnreachable(f"prune stopped: {error.message}; run it again") from error
     age = describe_age(args.older_than)
     if args.dry_run:
         for agent in report.agents:

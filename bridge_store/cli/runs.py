@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigurationError
 from ..history import SORTS
 from ..viewer import queries
-from .read_options import add_read_arguments, run_paging, tenant_hint
+from .shared.read_options import add_read_arguments, run_paging, tenant_hint
 
 if TYPE_CHECKING:
-    from .read_options import Pages
+    from .shared.read_options import Pages
 
 #: The run list's filters: flag -> the page's parameter.
 FILTERS = {

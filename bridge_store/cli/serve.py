@@ -13,31 +13,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
+from ..config import ServerConfig
 from ..errors import ConfigurationError
-from ..plugins import get_plugin_manager
 from ..security.auth import TokenRegistry
-from ..security.encryption import KEY_FILE_ENV
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, load_or_generate
 from ..security.tokens_file import TOKENS_FILE_ENV, open_registry
-from ..stores import ResolvedStores, Routes, resolve
-from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from ..stores import ResolvedStores, Routes, StoreStack
+from ..substores import BackendOptions
 from ..viewer import UI_PATH
 from ..viewer.welcome import BridgeHint
-from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
-from .keys import keyring_from
-from .price_options import add_prices_argument, prices_from
-from .prune import add_retain_arguments, retention_from
-from .settings import add_config_argument
-from .store_options import add_store_arguments, routes_from
-from .tls import add_tls_arguments, uvicorn_tls
+from .shared.price_options import prices_from
+from .shared.serve_options import add_arguments, retention_from
+from .shared.store_options import keyring_from, routes_from
+from .shared.tls import uvicorn_tls
 
 if TYPE_CHECKING:
     from ..ops.tracing import Tracing
     from ..viewer.prices import PriceTable
-
-DEFAULT_PORT = 8787
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,137 +45,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_arguments(serve)
 
 
-def add_arguments(serve: argparse.ArgumentParser) -> None:
-    """serve's options; ``config show`` takes the same, and they are the config file's keys."""
-    add_config_argument(serve)
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
-    )
-    serve.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help="port to listen on; 0 picks a free one (default: %(default)s)",
-    )
-    add_store_arguments(serve)
-    serve.add_argument(
-        "--auth-token-file",
-        metavar="PATH",
-        help=(
-            f"read the bearer token (16 characters or more) from PATH, or generate one into "
-            f"PATH (mode 0600) if it does not exist. Env {TOKEN_ENV} takes precedence. With "
-            f"neither, ./bridge-store.token is used that way"
-        ),
-    )
-    serve.add_argument(
-        "--tokens-file",
-        metavar="PATH",
-        help=(
-            f"named tokens with tenants and scopes (TOML, see 'bridge-store token add'), "
-            f"re-read when it changes and on SIGHUP; instead of the one token of "
-            f"--auth-token-file / {TOKEN_ENV}. Env {TOKENS_FILE_ENV}"
-        ),
-    )
-    serve.add_argument(
-        "--encryption-key-file",
-        metavar="PATH",
-        help=(
-            f"encrypt sdkMetadata and checkpoint blobs at rest (AES-256-GCM) with the keys "
-            f"in PATH, one per line: the first encrypts, all decrypt (see 'bridge-store keys'). "
-            f"Env {KEY_FILE_ENV}"
-        ),
-    )
-    serve.add_argument(
-        "--max-request-bytes",
-        type=int,
-        default=DEFAULT_MAX_REQUEST_BYTES,
-        metavar="N",
-        help="largest request body accepted, after decompression (default: %(default)s, 128 MiB)",
-    )
-    serve.add_argument(
-        "--gzip-min-bytes",
-        type=int,
-        default=DEFAULT_COMPRESS_MIN_BYTES,
-        metavar="N",
-        help=(
-            "gzip responses of at least N bytes for clients that accept it; 0 never "
-            "compresses. On loopback or a fast LAN gzip costs more than it saves; lower "
-            "it for stores reached over slow links (default: %(default)s)"
-        ),
-    )
-    serve.add_argument(
-        "--backend-timeout",
-        type=float,
-        default=DEFAULT_BACKEND_TIMEOUT,
-        metavar="SECONDS",
-        help=(
-            "longest wait on a backend (connecting, a pooled connection, one statement, "
-            "command or S3 request) before the call fails with 'unavailable'; a store "
-            "URL's own timeout parameters override it (default: %(default)s)"
-        ),
-    )
-    serve.add_argument(
-        "--max-connections",
-        type=int,
-        default=HttpLimits().max_connections,
-        metavar="N",
-        help=(
-            "most client connections open at once; a connection beyond it is answered "
-            "503 and closed at once. Lowered to fit the open-file limit, which serve "
-            "raises to its hard limit (default: %(default)s)"
-        ),
-    )
-    serve.add_argument(
-        "--no-migrate",
-        dest="migrate",
-        action="store_false",
-        help="do not upgrade SQL schemas on start (run 'bridge-store db upgrade' instead)",
-    )
-    serve.add_argument(
-        "--log-level",
-        default="info",
-        choices=["critical", "error", "warning", "info", "debug"],
-        help="server log level (default: %(default)s)",
-    )
-    serve.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        default="text",
-        help="log lines as text, or as one JSON object each for a log collector "
-        "(default: %(default)s)",
-    )
-    serve.add_argument(
-        "--access-log",
-        action="store_true",
-        help="log a line per request; CallStore lines carry substore, method, code, "
-        "duration_ms and request_id",
-    )
-    serve.add_argument(
-        "--no-metrics",
-        dest="metrics",
-        action="store_false",
-        help="do not serve Prometheus metrics on GET /metrics",
-    )
-    serve.add_argument(
-        "--metrics-public",
-        action="store_true",
-        help="serve GET /metrics without the bearer token (for a scraper on a trusted network)",
-    )
-    serve.add_argument(
-        "--no-ui", dest="ui", action="store_false", help="do not serve the history viewer at /ui/"
-    )
-    add_prices_argument(serve)
-    add_retain_arguments(serve)
-    add_tls_arguments(serve)
-
-
 def run(args: argparse.Namespace) -> int:
     # uvicorn, Starlette, the app and its metrics load only for serve.
     import logging.config
 
     from ..ops.logs import logging_config
     from ..ops.tracing import tracing_from_environment
-    from .serving import listen
+    from .shared.serving import listen
 
     # First: whatever start-up logs goes out in the chosen format.
     logging.config.dictConfig(logging_config(args.log_format, args.log_level))
@@ -200,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         )
     options = BackendOptions(timeout=args.backend_timeout)
     # Bad URLs and missing extras are found before a token is written or a port opened.
-    resolved = resolve(get_plugin_manager(), routes, options)
+    resolved = StoreStack.of(routes, options).resolved
     tls = uvicorn_tls(args)
     if args.max_connections < 1:
         raise ConfigurationError("--max-connections must be positive")
@@ -239,13 +108,13 @@ def _serve_on(
     from ..app import create_app
     from ..wire.hsts import StrictTransportSecurity
     from ..wire.http_guard import guarded_protocol
-    from .serving import UVICORN_SETTINGS, run_announcing
+    from .shared.serving import UVICORN_SETTINGS, run_announcing
 
     registry, generated_token_file = _token_registry(args, os.environ)
     config = ServerConfig(
         routes=routes,
         tokens=registry,
-        keyring=keyring_from(args, os.environ),
+        keyring=keyring_from(args),
         max_request_bytes=args.max_request_bytes,
         migrate=args.migrate,
         compress_min_bytes=args.gzip_min_bytes,

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ..viewer import queries
-from .read_options import add_read_arguments, run_paging
+from .shared.read_options import add_read_arguments, run_paging
 
 if TYPE_CHECKING:
     from ..types import Document
     from ..viewer.reader import HistoryReader
-    from .read_options import Pages
+    from .shared.read_options import Pages
 
 #: How often ``--follow`` asks for new events, as the bridge's observers do.
 FOLLOW_POLL_SECONDS = 0.25

@@ -6,17 +6,14 @@ import argparse
 import asyncio
 import os
 
-import pluggy
-
 from .. import __version__
-from ..plugins import get_plugin_manager
 from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
 from ..security.tokens import TOKEN_ENV, load_or_generate
-from ..stores import Routes, open_stores, resolve
+from ..stores import StoreStack
 from ..viewer import UI_PATH
-from .price_options import add_prices_argument, prices_from
-from .read_options import add_direct_read_arguments, direct_keyring, direct_tenant
-from .store_options import add_store_arguments, routes_from
+from .shared.price_options import add_prices_argument, prices_from
+from .shared.read_options import add_direct_read_arguments
+from .shared.store_options import stack_from, tenant_from
 
 DEFAULT_PORT = 8788
 
@@ -45,7 +42,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"if it does not exist. Env {TOKEN_ENV} takes precedence; with neither, "
         f"./bridge-store.token is used that way",
     )
-    add_store_arguments(ui)
     add_direct_read_arguments(ui)
     add_prices_argument(ui)
 
@@ -54,18 +50,16 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..viewer.standalone import create_ui_app  # Starlette and Jinja2 load only here
-    from .serving import UVICORN_SETTINGS, listen, run_announcing
+    from .shared.serving import UVICORN_SETTINGS, listen, run_announcing
 
-    manager = get_plugin_manager()
-    routes = routes_from(args)
-    tenant = direct_tenant(args)
-    keyring = direct_keyring(args)
+    tenant = tenant_from(args)
+    # Bad URLs, missing extras and a bad key file fail before anything listens.
+    stack = stack_from(args)
     prices = prices_from(args)
-    resolve(manager, routes)  # bad URLs and missing extras fail before anything listens
     # So does a store that cannot be read (a SQLite file that does not exist, a server
     # that refuses the login): opened once here, its failure is one line, not the
     # traceback uvicorn prints for a lifespan that fails.
-    asyncio.run(_open_and_close(manager, routes))
+    asyncio.run(_open_and_close(stack))
     # The port first: nothing is written (a token file) by a viewer that cannot listen.
     listener = listen(args.host, args.port)
     token = load_or_generate(args.auth_token_file, dict(os.environ))
@@ -77,16 +71,16 @@ def run(args: argparse.Namespace) -> int:
     if token.generated_file is not None:
         ready["authTokenFile"] = str(token.generated_file)
     config = uvicorn.Config(
-        create_ui_app(routes, _reader_of(token.value, tenant), manager, keyring, prices),
+        create_ui_app(stack, _reader_of(token.value, tenant), prices),
         log_level="warning",
         **UVICORN_SETTINGS,
     )
     return run_announcing(config, ready, listener)
 
 
-async def _open_and_close(manager: pluggy.PluginManager, routes: Routes) -> None:
-    opened = await open_stores(manager, routes, migrate=False)
-    await opened.close()
+async def _open_and_close(stack: StoreStack) -> None:
+    async with stack.opened(migrate=False):
+        pass
 
 
 def _reader_of(token: str, tenant: str) -> TokenRegistry:

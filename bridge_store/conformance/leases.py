@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 import pluggy
 import pytest
 
+from bridge_store.features import Leases
 from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import Backend
 
 #: Long enough that no test outlives it by accident; expiry tests pass their own.
 LONG = 60.0
@@ -31,10 +31,12 @@ class LeaseConformance:
     @pytest.fixture
     async def lease_backends(
         self, store_url: str, plugin_manager: pluggy.PluginManager
-    ) -> AsyncIterator[tuple[Backend, Backend]]:
+    ) -> AsyncIterator[tuple[Leases, Leases]]:
         """Two started backends on the store at ``store_url``: two servers sharing it."""
         first = open_backend(plugin_manager, store_url)
         second = open_backend(plugin_manager, store_url)
+        assert isinstance(first, Leases), "the backend does not implement features.Leases"
+        assert isinstance(second, Leases)
         await first.start(migrate=True)
         try:
             await second.start(migrate=True)
@@ -46,7 +48,7 @@ class LeaseConformance:
             await first.close()
 
     async def test_one_holder_at_a_time_and_renewals(
-        self, lease_backends: tuple[Backend, Backend]
+        self, lease_backends: tuple[Leases, Leases]
     ) -> None:
         one, two = lease_backends
         assert await one.acquire_lease("retention", "server-a", LONG) is True
@@ -59,7 +61,7 @@ class LeaseConformance:
         await one.release_lease("other-job", "server-b")
 
     async def test_release_frees_it_and_checks_the_holder(
-        self, lease_backends: tuple[Backend, Backend]
+        self, lease_backends: tuple[Leases, Leases]
     ) -> None:
         one, two = lease_backends
         assert await one.acquire_lease("retention", "server-a", LONG) is True
@@ -74,9 +76,7 @@ class LeaseConformance:
         assert await one.acquire_lease("retention", "server-a", LONG) is False
         await two.release_lease("retention", "server-b")
 
-    async def test_a_lease_not_renewed_expires(
-        self, lease_backends: tuple[Backend, Backend]
-    ) -> None:
+    async def test_a_lease_not_renewed_expires(self, lease_backends: tuple[Leases, Leases]) -> None:
         one, two = lease_backends
         assert await one.acquire_lease("retention", "server-a", 0.5) is True
         assert await two.acquire_lease("retention", "server-b", LONG) is False
@@ -89,7 +89,7 @@ class LeaseConformance:
         await two.release_lease("retention", "server-b")
 
     async def test_of_many_racing_for_a_free_lease_exactly_one_wins(
-        self, lease_backends: tuple[Backend, Backend]
+        self, lease_backends: tuple[Leases, Leases]
     ) -> None:
         one, two = lease_backends
         for round_ in range(3):

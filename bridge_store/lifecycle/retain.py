@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError, ConnectError
+from ..features import Leases
 from ..stores import Stores
 from ..substores import Backend
 from .durations import describe_age
@@ -74,9 +75,9 @@ def lease_holder() -> str:
     return f"{host}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def lease_backend(backend: Backend, description: str) -> Backend:
+def lease_backend(backend: Backend, description: str) -> Leases:
     """``backend`` if it can hold a lease; ConfigurationError naming the fix otherwise."""
-    if not (hasattr(backend, "acquire_lease") and hasattr(backend, "release_lease")):
+    if not isinstance(backend, Leases):
         raise ConfigurationError(
             f"--retain needs leases, which the agents backend {description} does not "
             "provide: run `bridge-store prune` from one place on a schedule instead"
@@ -90,7 +91,7 @@ class Retention:
     def __init__(
         self,
         stores: Stores,
-        backend: Backend,
+        backend: Leases,
         settings: RetentionSettings,
         counts: RetentionCounts | None = None,
         *,

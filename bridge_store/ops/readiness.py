@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..errors import ConnectError
+from ..features import ReadinessProbe
 from ..security.auth import Principal, Scope
 from ..substores import Backend
 from ..urls import redact
@@ -52,15 +53,14 @@ class ServedBackend:
 async def probe(served: ServedBackend, seconds: float) -> str | None:
     """None when the backend is ready; otherwise why not, in one line."""
     backend = served.backend
-    # Third-party backends written before readiness existed: answering the schema
-    # question at all means they reach their store.
-    readiness = getattr(backend, "readiness", None)
     try:
         async with asyncio.timeout(seconds):
-            if readiness is None:
+            if not isinstance(backend, ReadinessProbe):
+                # A backend without the probe (features.py): answering the schema
+                # question at all means it reaches its store.
                 await backend.schema_revision()
                 return None
-            reason: str | None = await readiness()
+            reason: str | None = await backend.readiness()
             return reason
     except TimeoutError:
         return f"no answer within {seconds:g} s"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 from ..stores import Stores
 from ..substores import AgentPosition, AgentStore, BlobRef, CheckpointStore
@@ -117,3 +118,11 @@ def seal_stores(stores: Stores, keyring: Keyring | None) -> Stores:
         agents=SealedAgents(stores.agents, keyring),
         checkpoints=SealedCheckpoints(stores.checkpoints, keyring),
     )
+
+
+def sealing(keyring: Keyring | None) -> Callable[[Stores], Stores] | None:
+    """The wrapper a :class:`~bridge_store.stores.StoreStack` seals with; None without
+    a keyring (nothing to seal)."""
+    if keyring is None:
+        return None
+    return functools.partial(seal_stores, keyring=keyring)

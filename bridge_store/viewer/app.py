@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from ..history import run_history
 from ..security.auth import Principal, TokenRegistry
 from ..statistics import run_statistics
-from ..stores import Stores
+from ..stores import OpenStack, Stores
 from .activity import Activity
 from .pages import Context
 from .prices import PriceTable
@@ -31,23 +31,27 @@ def token_principal(tokens: TokenRegistry) -> Callable[[str], Awaitable[Principa
 
 
 def create_viewer(
-    stores: Callable[[], Stores],
+    stack: Callable[[], OpenStack],
     tokens: TokenRegistry,
-    backend_stores: Callable[[], Stores] | None = None,
     prices: PriceTable | None = None,
     *,
     bridge_hint: BridgeHint | None = None,
 ) -> Starlette:
-    """The viewer over the stores ``stores()`` returns (asked per request: they open later).
+    """The viewer over the open stores ``stack()`` returns (asked per request: they open
+    later, and it raises ``unavailable`` until they have).
 
-    ``backend_stores()`` are the same substores before the server wrapped them (to seal
-    secrets, to count bytes): where search looks for a backend's own index, and the run
-    list and overview for a backend's own summaries. Without it, ``stores()`` are taken
-    to be the backends' own. ``prices`` turn the overview's tokens into money.
-    ``bridge_hint`` says where a bridge finds the server's token, for the empty agents
-    page; None for a viewer without a CallStore endpoint.
+    Pages read its served stores; search looks for a backend's own index beneath them,
+    and the run list and overview for a backend's own summaries. ``prices`` turn the
+    overview's tokens into money. ``bridge_hint`` says where a bridge finds the server's
+    token, for the empty agents page; None for a viewer without a CallStore endpoint.
     """
-    unwrapped = backend_stores or stores
+
+    def stores() -> Stores:
+        return stack().served
+
+    def unwrapped() -> Stores:
+        return stack().own
+
     # Named tokens see only their own tenant, never that others exist.
     store_wide = sole_holder(tokens)
 

@@ -23,14 +23,13 @@ the index is also asked for that tenant alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from ..contract import agent_cursor, parse_agent_cursor
+from ..features import SearchIndex
 from ..statistics import UNNAMED_TOOL
 from ..stores import Stores
-from ..substores import AgentPosition
 from ..types import Document
 from .reader import HistoryReader
 from .transcript import Block, Status, Text, ToolCall, TranscriptBuilder, compact_json
@@ -71,32 +70,6 @@ class Searcher(Protocol):
     async def search_history(
         self, words: list[str], *, cursor: str | None, limit: int
     ) -> SearchPage: ...
-
-
-#: What an index answers: agents in list order (``updatedAt``, ``agentId`` descending)
-#: and, for each, the ids of its runs (by turn) whose events hold every term.
-Candidates = list[tuple[AgentPosition, list[str]]]
-
-
-@runtime_checkable
-class SearchIndex(Protocol):
-    """What a backend's run-events substore implements to narrow searches with a
-    full-text index of its own (see ``bridge_store_sql.search``).
-
-    ``terms`` are lowercase ASCII letters and digits; an agent is a candidate if its
-    name has a word starting with every term, or if one of its runs has, for every
-    term, an event of user or assistant text with a word starting with it. The index
-    may name more than match (the viewer checks each); it must not miss one, except as
-    documented in docs/viewer.md. Only ``tenant``'s items, after ``after``, ``limit``.
-    """
-
-    def indexes(self, agents: object, runs: object) -> bool:
-        """Whether these agents and runs substores are the ones the index covers."""
-        ...
-
-    async def search_candidates(
-        self, tenant: str, terms: Sequence[str], *, after: AgentPosition | None, limit: int
-    ) -> Candidates: ...
 
 
 def words_of(query: str) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import pluggy
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -18,55 +17,59 @@ from starlette.routing import Mount, Route
 
 from ..errors import unavailable
 from ..security.auth import TokenRegistry
-from ..security.encryption import Keyring
-from ..security.sealed_stores import seal_stores
-from ..stores import Routes, Stores, open_stores
+from ..stores import OpenStack, StoreStack
 from . import UI_PATH
 from .app import create_viewer
 from .prices import PriceTable
 
 
-def create_ui_app(
-    routes: Routes,
-    tokens: TokenRegistry,
-    manager: pluggy.PluginManager,
-    keyring: Keyring | None = None,
-    prices: PriceTable | None = None,
-) -> Starlette:
-    # The open stores: sealed as serve seals them, and the backends' own beneath.
-    serving: list[tuple[Stores, Stores]] = []
+class StandaloneViewer:
+    """The viewer alone over a :class:`~bridge_store.stores.StoreStack` (sealed as serve
+    seals it), opened without migrating when the lifespan starts, closed when it ends."""
 
-    def stores() -> Stores:
-        if not serving:
+    def __init__(
+        self, stack: StoreStack, tokens: TokenRegistry, prices: PriceTable | None = None
+    ) -> None:
+        self.stack = stack
+        self.tokens = tokens
+        self.prices = prices
+        self._open: OpenStack | None = None
+
+    def opened(self) -> OpenStack:
+        if self._open is None:
             raise unavailable("the store is not open yet")
-        return serving[0][0]
-
-    def backend_stores() -> Stores:
-        stores()
-        return serving[0][1]
+        return self._open
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        opened = await open_stores(manager, routes, migrate=False)
-        serving.append((seal_stores(opened.stores, keyring), opened.stores))
-        try:
-            yield
-        finally:
-            serving.clear()
-            await opened.close()
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with self.stack.opened(migrate=False) as stack:
+            self._open = stack
+            try:
+                yield
+            finally:
+                self._open = None
 
-    async def home(request: Request) -> Response:
+    async def home(self, request: Request) -> Response:
         return RedirectResponse(f"{UI_PATH}/", status_code=307)
 
-    async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok" if serving else "starting"}, 200 if serving else 503)
+    async def healthz(self, request: Request) -> JSONResponse:
+        up = self._open is not None
+        return JSONResponse({"status": "ok" if up else "starting"}, 200 if up else 503)
 
-    return Starlette(
-        routes=[
-            Route("/", home, methods=["GET"]),
-            Route(UI_PATH, home, methods=["GET"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Mount(UI_PATH, create_viewer(stores, tokens, backend_stores, prices)),
-        ],
-        lifespan=lifespan,
-    )
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/", self.home, methods=["GET"]),
+                Route(UI_PATH, self.home, methods=["GET"]),
+                Route("/healthz", self.healthz, methods=["GET"]),
+                Mount(UI_PATH, create_viewer(self.opened, self.tokens, self.prices)),
+            ],
+            lifespan=self.lifespan,
+        )
+
+
+def create_ui_app(
+    stack: StoreStack, tokens: TokenRegistry, prices: PriceTable | None = None
+) -> Starlette:
+    """The standalone viewer's ASGI app (:class:`StandaloneViewer`)."""
+    return StandaloneViewer(stack, tokens, prices).app()

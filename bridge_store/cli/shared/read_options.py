@@ -18,50 +18,34 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import Code, ConfigurationError, ConnectError
-from ..security.auth import DEFAULT_TENANT, Principal, check_tenant, local_principal
-from ..security.encryption import KEY_FILE_ENV, Keyring
-from ..security.tokens import TOKEN_ENV, read_auth_token
-from .keys import keyring_from
-from .store_options import add_store_arguments, routes_from, store_urls
+from ...errors import Code, ConfigurationError, ConnectError
+from ...security.auth import DEFAULT_TENANT, Principal, local_principal
+from ...security.tokens import TOKEN_ENV, read_auth_token
+from .store_options import (
+    KEY_FILE_USES,
+    add_key_file_argument,
+    add_store_arguments,
+    add_tenant_argument,
+    stack_from,
+    store_urls,
+    tenant_from,
+)
 
 if TYPE_CHECKING:
-    from ..stores import Stores
-    from ..types import Document
-    from ..viewer.pages import Context
-    from ..viewer.reader import HistoryReader
+    from ...stores import Stores
+    from ...types import Document
+    from ...viewer.pages import Context
+    from ...viewer.reader import HistoryReader
 
 
 def add_direct_read_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--tenant`` and ``--encryption-key-file``: how a store read directly is read."""
-    parser.add_argument(
-        "--tenant",
-        metavar="NAME",
-        help=f"read this tenant's history (default: {DEFAULT_TENANT}, where the one-token "
-        "shorthand and stores from before tenants keep theirs)",
-    )
-    parser.add_argument(
-        "--encryption-key-file",
-        metavar="PATH",
-        help=f"the key file serve encrypts the store with, to open its sealed items "
-        f"(env {KEY_FILE_ENV})",
-    )
-
-
-def direct_tenant(args: argparse.Namespace) -> str:
-    try:
-        # An empty --tenant is refused, not taken for the default tenant.
-        return check_tenant(DEFAULT_TENANT if args.tenant is None else args.tenant)
-    except ValueError as error:
-        raise ConfigurationError(f"--tenant: {error}") from None
-
-
-def direct_keyring(args: argparse.Namespace) -> Keyring | None:
-    return keyring_from(args, os.environ)
+    """The store, ``--tenant`` and ``--encryption-key-file``: a store read directly."""
+    add_store_arguments(parser, "store to read")
+    add_tenant_argument(parser, "read this tenant's history")
+    add_key_file_argument(parser, KEY_FILE_USES["read"])
 
 
 def add_read_arguments(parser: argparse.ArgumentParser) -> None:
-    add_store_arguments(parser, "store to read")
     add_direct_read_arguments(parser)
     server = parser.add_argument_group("or a running server")
     server.add_argument(
@@ -76,7 +60,7 @@ def add_read_arguments(parser: argparse.ArgumentParser) -> None:
 
 @asynccontextmanager
 async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
-    from ..viewer.reader import HistoryReader, RemoteCallStore
+    from ...viewer.reader import HistoryReader, RemoteCallStore
 
     if args.store_callback_url is not None:
         check_remote(args)
@@ -111,26 +95,19 @@ async def open_direct(
 ) -> AsyncIterator[tuple[HistoryReader, Stores, Principal, Stores]]:
     """A store read directly as ``--tenant``'s local admin: its reader, the stores it
     reads (sealed as serve seals them), the principal, and the backends' own stores."""
-    from ..plugins import get_plugin_manager
-    from ..security.sealed_stores import seal_stores
-    from ..stores import open_stores
-    from ..viewer.reader import HistoryReader, in_process
+    from ...viewer.reader import HistoryReader, in_process
 
-    principal = local_principal(direct_tenant(args))
-    keyring = direct_keyring(args)  # a bad key file fails before the store is opened
+    principal = local_principal(tenant_from(args))
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
-    opened = await open_stores(get_plugin_manager(), routes_from(args), migrate=False)
-    try:
-        stores = seal_stores(opened.stores, keyring)
+    async with stack_from(args).opened(migrate=False) as stack:
+        stores = stack.sealed
         # Whoever reads a store URL holds the whole store: it may learn its tenants.
         reader = HistoryReader(
             in_process(lambda: stores, principal),
             tenant=principal.tenant,
-            tenants=opened.stores.agents.tenants,
+            tenants=stack.own.agents.tenants,
         )
-        yield reader, stores, principal, opened.stores
-    finally:
-        await opened.close()
+        yield reader, stores, principal, stack.own
 
 
 class Pages(Protocol):
@@ -156,8 +133,8 @@ class LocalPages:
         return self.context.reader
 
     async def markdown(self, agent_id: str, run_id: str) -> str:
-        from ..viewer import pages
-        from ..viewer.markdown import transcript_markdown
+        from ...viewer import pages
+        from ...viewer.markdown import transcript_markdown
 
         whole = await pages.whole_transcript(self.context, agent_id, run_id)
         return "".join(transcript_markdown(**whole))
@@ -165,7 +142,7 @@ class LocalPages:
     async def page(self, path: str, params: dict[str, str]) -> Document:
         from starlette.datastructures import QueryParams
 
-        from ..viewer import pages
+        from ...viewer import pages
 
         functions = {
             "": pages.agents,
@@ -182,11 +159,11 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
     """The page data a history command prints: through a server, its viewer's JSON
     (one view: the web page, its JSON and the command show the same data); read
     directly, the same page functions over the store."""
-    from ..history import run_history
-    from ..viewer.activity import Activity
-    from ..viewer.pages import Context
-    from ..viewer.remote_pages import RemotePages
-    from ..viewer.search import ScanSearch
+    from ...history import run_history
+    from ...viewer.activity import Activity
+    from ...viewer.pages import Context
+    from ...viewer.remote_pages import RemotePages
+    from ...viewer.search import ScanSearch
 
     if args.store_callback_url is not None:
         check_remote(args)

@@ -6,7 +6,7 @@ import argparse
 import ssl
 from typing import Any
 
-from ..errors import ConfigurationError
+from ...errors import ConfigurationError
 
 
 def add_tls_arguments(parser: argparse.ArgumentParser) -> None:

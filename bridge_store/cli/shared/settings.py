@@ -17,9 +17,9 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigurationError
-from ..security.encryption import KEY_FILE_ENV
-from ..security.tokens_file import TOKENS_FILE_ENV
+from ...errors import ConfigurationError
+from ...security.encryption import KEY_FILE_ENV
+from ...security.tokens_file import TOKENS_FILE_ENV
 from .store_options import STORE_FLAG_ENV
 
 #: Settings read from an environment variable when their flag is not given; each

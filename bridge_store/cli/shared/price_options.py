@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..viewer.prices import PriceTable
+    from ...viewer.prices import PriceTable
 
 
 def add_prices_argument(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +26,6 @@ def prices_from(args: argparse.Namespace) -> PriceTable | None:
     """The table ``--prices`` names (ConfigurationError, one line, if it is wrong)."""
     if not args.prices:
         return None
-    from ..viewer.prices import load_prices
+    from ...viewer.prices import load_prices
 
     return load_prices(args.prices)
