@@ -234,7 +234,7 @@ async def read_body(receive: Receive, declared_length: str | None, limit: int) -
 
 #: How many distinct ``Content-Type`` values an endpoint remembers the codec of.
 _KNOWN_CONTENT_TYPES = 32
-_UNSEEN = object()
+_UNSEEN: Any = object()
 
 
 class CallStoreEndpoint:
@@ -300,7 +300,9 @@ class CallStoreEndpoint:
                     {"www-authenticate": "Bearer"},
                 )
             content_type = headers.get(b"content-type", "")
-            codec = self._codec(content_type)
+            codec = self._codecs.get(content_type, _UNSEEN)
+            if codec is _UNSEEN:
+                codec = self._codec(content_type)
             if codec is None:
                 return _unsupported_media_type(content_type)
             encoding = headers.get(b"content-encoding")
@@ -323,12 +325,11 @@ class CallStoreEndpoint:
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
 
     def _codec(self, content_type: str) -> Codec | None:
-        codec = self._codecs.get(content_type, _UNSEEN)
-        if codec is _UNSEEN:
-            codec = codec_for(content_type)
-            if len(self._codecs) < _KNOWN_CONTENT_TYPES:
-                self._codecs[content_type] = codec
-        return codec  # type: ignore[return-value]  # not _UNSEEN any more
+        """The codec of a ``Content-Type`` not seen before, remembered while there is room."""
+        codec = codec_for(content_type)
+        if len(self._codecs) < _KNOWN_CONTENT_TYPES:
+            self._codecs[content_type] = codec
+        return codec
 
     async def _respond(
         self,
