@@ -126,9 +126,11 @@ def http_request(body: bytes) -> bytes:
     return head.encode("latin-1") + body
 
 
-def mix_requests(world: mix.World, calls: int, phase: str, tag: str) -> list[bytes]:
-    """``calls`` requests of the realistic mix on ``phase``'s records, as wrk sends them."""
-    ops = mix.operations("realistic")
+def mix_requests(
+    world: mix.World, calls: int, phase: str, tag: str, mix_name: str = "realistic"
+) -> list[bytes]:
+    """``calls`` requests of ``mix_name`` on ``phase``'s records, as wrk sends them."""
+    ops = mix.operations(mix_name)
     order = mix.schedule(ops)
     appended: dict[str, int] = {}
     requests = []
@@ -195,7 +197,9 @@ def _app(target: str, directory: Path) -> Any:
     return create_app(ServerConfig(routes=Routes.single(url), auth_token=TOKEN))
 
 
-async def _measure(target: str, calls: int, profile: cProfile.Profile | None) -> Measured:
+async def _measure(
+    target: str, calls: int, profile: cProfile.Profile | None, mix_name: str
+) -> Measured:
     world = mix.build_world(active_runs=4)
     with tempfile.TemporaryDirectory(prefix="bench-cpu-per-call-") as directory:
         async with _connection(_app(target, Path(directory))) as send:
@@ -206,7 +210,7 @@ async def _measure(target: str, calls: int, profile: cProfile.Profile | None) ->
                         raise RuntimeError(f"seeding {target} answered HTTP {status}")
             for request in mix_requests(world, WARMUP_CALLS, "warmup", "00000001"):
                 await send(request)
-            measured = mix_requests(world, calls, "timed", "00000002")
+            measured = mix_requests(world, calls, "timed", "00000002", mix_name)
             failed = 0
             if profile is not None:
                 profile.enable()
@@ -229,20 +233,27 @@ def run_loop(coroutine: Any) -> Any:
     return uvloop.run(coroutine)
 
 
-def measure(target: str, calls: int, profile: cProfile.Profile | None = None) -> Measured:
-    """CPU per call of ``target`` (one of :data:`TARGETS`) over ``calls`` mix calls."""
+def measure(
+    target: str,
+    calls: int,
+    profile: cProfile.Profile | None = None,
+    mix_name: str = "realistic",
+) -> Measured:
+    """CPU per call of ``target`` (one of :data:`TARGETS`) over ``calls`` calls of a mix."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; one of: {', '.join(TARGETS)}")
-    result: Measured = run_loop(_measure(target, calls, profile))
+    result: Measured = run_loop(_measure(target, calls, profile, mix_name))
     return result
 
 
-def interleaved(targets: Sequence[str], calls: int, rounds: int) -> dict[str, list[Measured]]:
+def interleaved(
+    targets: Sequence[str], calls: int, rounds: int, mix_name: str = "realistic"
+) -> dict[str, list[Measured]]:
     """Each target ``rounds`` times, alternating, so a change of load hits them all."""
     results: dict[str, list[Measured]] = {target: [] for target in targets}
     for _ in range(rounds):
         for target in targets:
-            results[target].append(measure(target, calls))
+            results[target].append(measure(target, calls, mix_name=mix_name))
     return results
 
 
@@ -250,6 +261,9 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench cpu-per-call", description=__doc__)
     parser.add_argument("--targets", default="memory,ceiling", help="comma-separated")
     parser.add_argument("--calls", type=int, default=20_000, help="measured calls per round")
+    parser.add_argument(
+        "--mix", default="realistic", choices=mix.mix_names(), help="as bench load's --mix"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per target")
     parser.add_argument(
         "--profile", metavar="SORT", help="print the cProfile of one round, sorted by SORT"
@@ -263,11 +277,11 @@ def main(argv: Sequence[str]) -> int:
     if args.profile:
         for target in targets:
             profile = cProfile.Profile()
-            result = measure(target, args.calls, profile)
+            result = measure(target, args.calls, profile, args.mix)
             print(f"{target}: {result.cpu_us_per_call:.1f} us CPU/call under cProfile")
             pstats.Stats(profile).sort_stats(args.profile).print_stats(40)
         return 0
-    results = interleaved(targets, args.calls, args.rounds)
+    results = interleaved(targets, args.calls, args.rounds, args.mix)
     failed = False
     for target, rounds in results.items():
         figures = ", ".join(f"{r.cpu_us_per_call:.1f}" for r in rounds)
