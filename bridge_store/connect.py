@@ -14,7 +14,6 @@ See ``docs/connect.md`` for why this is hand-written rather than built on
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
@@ -33,11 +32,10 @@ from .wire._compression import (
     should_compress,
     too_large,
 )
+from .wire.replies import Reply, error_response, unsupported_media_type
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
 PROTOCOL_VERSION = "1"
-#: Sent with 415, as the Connect protocol asks, to name the codecs this server speaks.
-ACCEPT_POST = "application/json, application/proto"
 #: Request encodings understood; sent back in ``Accept-Encoding`` when one is not.
 SUPPORTED_ENCODINGS = "gzip"
 _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
@@ -78,64 +76,6 @@ class CallObserver(Protocol):
 
     def finish(self, observation: Any, code: str, response_bytes: int) -> None:
         """Its answer is ready (``code``: ``ok`` or the Connect error code)."""
-
-
-#: The codecs' media types, encoded once.
-_MEDIA_TYPES = {codec.media_type: codec.media_type.encode("latin-1") for codec in CODECS.values()}
-
-
-class Reply:
-    """A complete unary HTTP response: status, headers and body, sent in one go.
-
-    ``code`` is the Connect code the client reads from it, ``ok`` for a success.
-    """
-
-    __slots__ = ("body", "code", "headers", "status")
-
-    def __init__(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str,
-        headers: dict[str, str] | None = None,
-        *,
-        code: str = "ok",
-    ) -> None:
-        self.status = status
-        self.code = code
-        self.body = body
-        self.headers = [
-            (b"content-type", content_type.encode("latin-1")),
-            (b"content-length", str(len(body)).encode("latin-1")),
-        ]
-        for name, value in (headers or {}).items():
-            self.headers.append((name.encode("latin-1"), value.encode("latin-1")))
-
-    @classmethod
-    def ok(cls, body: bytes, content_type: str) -> Reply:
-        """A 200 answer with no headers but its type and length: every successful call."""
-        reply = cls.__new__(cls)
-        reply.status = 200
-        reply.code = "ok"
-        reply.body = body
-        reply.headers = [
-            (b"content-type", _MEDIA_TYPES.get(content_type) or content_type.encode("latin-1")),
-            (b"content-length", b"%d" % len(body)),
-        ]
-        return reply
-
-    async def send(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
-        await send({"type": "http.response.body", "body": self.body})
-
-
-def error_response(error: ConnectError, headers: dict[str, str] | None = None) -> Reply:
-    """A Connect unary error: JSON ``{"code", "message"}`` with the code's HTTP status.
-
-    Errors are JSON whatever codec the request used, as the protocol specifies.
-    """
-    body = json.dumps({"code": error.code.value, "message": error.message}).encode("utf-8")
-    return Reply(error.code.http_status, body, "application/json", headers, code=error.code.value)
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
@@ -304,7 +244,7 @@ class CallStoreEndpoint:
             if codec is _UNSEEN:
                 codec = self._codec(content_type)
             if codec is None:
-                return _unsupported_media_type(content_type)
+                return unsupported_media_type(content_type)
             encoding = headers.get(b"content-encoding")
             if encoding is not None:
                 encoding = request_encoding(encoding)
@@ -409,17 +349,3 @@ class CallStoreEndpoint:
             # learns nothing about the backend.
             log_failure(logger, f"CallStore {call.substore!s:.40}.{call.method!s:.40}", error)
             raise ConnectError(Code.INTERNAL, "internal error") from None
-
-
-def _unsupported_media_type(content_type: str) -> Reply:
-    # The protocol answers an unknown codec with HTTP 415 and Accept-Post rather than a
-    # Connect error (connect-go sends no body); the text is for people trying curl.
-    body = f"unsupported Content-Type {content_type[:80]!r}; use {ACCEPT_POST}\n"
-    return Reply(
-        415,
-        body.encode("utf-8"),
-        "text/plain; charset=utf-8",
-        {"accept-post": ACCEPT_POST},
-        # What a Connect client makes of an HTTP 415.
-        code=Code.UNKNOWN.value,
-    )

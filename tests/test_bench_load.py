@@ -79,7 +79,7 @@ def test_goals_pass_and_fail() -> None:
     assert lines[3].endswith(
         "| 7.50 | 0.83 | PASS: >= 7,000 ops/s: 7,500 ok; open p99 < 5 ms: 4.0 ok |"
     )
-    assert "FAIL: >= 2,000 ops/s: 1,500 FAIL; open p99 < 5 ms: 6.0 FAIL" in lines[4]
+    assert "FAIL: >= 3,000 ops/s: 1,500 FAIL; open p99 < 5 ms: 6.0 FAIL" in lines[4]
     assert lines[5].endswith("| 0 | - | 1.00 | 0.11 | - |")
 
 
@@ -111,13 +111,13 @@ def test_cpu_ratios() -> None:
 
 
 def test_goals_without_a_comparison_or_elsewhere_are_unknown() -> None:
-    rows = [_row("redis", 6000)]
+    rows = [_row("redis", 9000)]
     judge(rows, connections=16)
     assert [goal["met"] for goal in rows[0].goals] == [True, None]
-    assert "n/a: >= 5,000 ops/s: 6,000 ok; open p99 < 5 ms: ? n/a" in table(rows)
+    assert "n/a: >= 8,000 ops/s: 9,000 ok; open p99 < 5 ms: ? n/a" in table(rows)
     # Absolute goals hold for the realistic mix at 16 connections only.
     for connections, mix_name in ((4, "realistic"), (16, "append")):
-        other = [_open(_row("redis", 6000), 3000, p99=1.0)]
+        other = [_open(_row("redis", 9000), 4500, p99=1.0)]
         judge(other, connections=connections, mix=mix_name)
         assert [goal["met"] for goal in other[0].goals] == [None, None]
 
@@ -138,12 +138,15 @@ def test_arguments() -> None:
     args = _arguments(["--targets", "memory, ceiling", "--mix", "append", "--duration", "5"])
     assert args.targets == ["memory", "ceiling"]
     assert (args.mix, args.duration, args.warmup, args.connections) == ("append", 5, 3, 16)
-    assert args.open_loop == 0.5
+    assert (args.open_loop, args.open_rate) == (0.5, 0.0)
+    assert _arguments(["--open-rate", "1000"]).open_rate == 1000.0
     for bad in (
         ["--targets", "mongo"],
         ["--threads", "32"],
         ["--mix", "everything"],
         ["--open-loop", "2"],
+        ["--open-rate", "-1"],
+        ["--open-rate", "1000", "--open-loop", "0"],
     ):
         with pytest.raises(SystemExit):
             _arguments(bad)
