@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from typing import Any
 
 import httpx
@@ -12,6 +16,7 @@ from bench import mix, services
 from bench.load import _arguments, measure_or_report
 from bench.load_report import Row, judge, open_loop_table, table
 from bench.loadgen import LoadResult
+from bench.machine import cpu_seconds
 from bench.openloop import OpenLoopResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
 from bridge_store.connect import CALL_STORE_PATH
@@ -168,3 +173,25 @@ def test_ceiling_parses_the_body_and_answers_a_fixed_response() -> None:
             deep = {"input": deep}
         assert client.post(CALL_STORE_PATH, content=json.dumps(deep)).status_code == 400
         assert client.get(CALL_STORE_PATH).status_code == 404
+
+
+def test_server_cpu_counts_its_workers_too() -> None:
+    # serve --workers N: the process the bench started is the parent; its workers
+    # do the work.
+    burn = (
+        "import sys, time\n"
+        "end = time.process_time() + 0.4\n"
+        "while time.process_time() < end: pass\n"
+        "sys.stdin.read()"
+    )
+    before = cpu_seconds(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while cpu_seconds(child.pid) < 0.35 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cpu_seconds(os.getpid()) - before >= cpu_seconds(child.pid) >= 0.35
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=60)
