@@ -43,7 +43,7 @@ from . import mix
 TOKEN = "bench-cpu-per-call-" + "0" * 24
 TARGETS = ("memory", "sqlite", "ceiling")
 #: Calls sent before the measured ones: imports, caches and the first pages are warm.
-WARMUP_CALLS = 500
+WARMUP_CALLS = 2000
 
 
 @dataclass(frozen=True)
