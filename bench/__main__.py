@@ -13,6 +13,10 @@ import sys
 #: command: (module in bench/, what it measures)
 COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("load", "every backend, the SDK's reference server and a bare ceiling under wrk"),
+    "cpu-per-call": (
+        "cpu_per_call",
+        "CPU time per call of the whole server path, in process: memory, SQLite, ceiling",
+    ),
     "blob-memory": ("blob_memory", "peak RSS while a 64 MiB checkpoint goes in and out"),
     "scaling": ("scaling", "list pages at 1k vs 100k rows (1M events) per backend"),
     "e2e": ("e2e", "the real bridge: bridge-store vs its built-in store"),

@@ -89,14 +89,15 @@ def _open_phase(
     measured: float,
     args: argparse.Namespace,
 ) -> OpenLoopResult:
-    """A fixed-rate run at ``--open-loop`` times the closed-loop ops/s just measured."""
+    """A fixed-rate run at ``--open-rate``, or ``--open-loop`` times the closed-loop
+    ops/s just measured."""
     pools = {"agents": world.agents, "blobs": world.blobs, "active": world.active["open"]}
     source = RequestSource(ops, mix.schedule(ops), pools, tag=phase_tag("open"))
     return run_open_loop(
         server.url,
         server.token,
         source,
-        rate=max(1.0, measured * args.open_loop),
+        rate=args.open_rate or max(1.0, measured * args.open_loop),
         connections=args.connections,
         duration=args.duration,
     )
@@ -206,6 +207,16 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         ),
     )
     parser.add_argument(
+        "--open-rate",
+        type=float,
+        default=0.0,
+        metavar="CALLS_PER_S",
+        help=(
+            "the fixed-rate run at this many calls a second for every target instead "
+            "(1000: about 50 bridge turns a second, issue 22's latency target)"
+        ),
+    )
+    parser.add_argument(
         "--json", type=Path, help="where to write results (default: bench/results/load-*.json)"
     )
     parser.add_argument(
@@ -224,6 +235,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         parser.error("need 1 <= threads <= connections, duration > 0 and warmup >= 0")
     if not 0 <= args.open_loop <= 1:
         parser.error("--open-loop is a fraction between 0 and 1")
+    if args.open_rate < 0 or (args.open_rate and not args.open_loop):
+        parser.error("--open-rate is a positive rate, and needs the open-loop run")
     args.targets = targets
     args.serve_args = args.serve_args.split()
     return args
@@ -260,8 +273,13 @@ def main(argv: list[str]) -> int:
     )
     print(table(rows))
     if any(row.open_loop for row in rows):
+        rate = (
+            f"{args.open_rate:,.0f} calls/s"
+            if args.open_rate
+            else f"{args.open_loop:g} x each target's ops/s above"
+        )
         print(
-            f"\nopen loop at {args.open_loop:g} x each target's ops/s above, "
+            f"\nopen loop at {rate}, "
             f"{args.connections} connections, {args.duration} s; latency from each "
             "request's due time\n"
         )
@@ -279,6 +297,7 @@ def main(argv: list[str]) -> int:
             "warmup_s": args.warmup,
             "serve_args": args.serve_args,
             "open_loop_fraction": args.open_loop,
+            "open_loop_rate": args.open_rate or None,
             "operations": [
                 {"key": op.key, "weight": op.weight, "body_bytes": _body_bytes(op, world)}
                 for op in ops

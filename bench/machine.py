@@ -15,11 +15,26 @@ from . import servers
 from .loadgen import wrk_version
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU a process (all its threads) has used so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU a process (all its threads) and its children (the workers of
+    ``serve --workers``) have used so far."""
+    fields = _stat(pid)
+    if fields is None:
+        raise ProcessLookupError(pid)
+    ticks = int(fields[11]) + int(fields[12])
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (child := _stat(int(entry))) is not None and child[1] == str(pid):
+            ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _version(package: str) -> str | None:

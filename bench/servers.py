@@ -168,14 +168,15 @@ def ceiling_app() -> Any:
 
     It does what the real CallStore path cannot skip and nothing else: the same body
     read (``connect.read_body``), the same JSON codec (orjson with its exact fallback,
-    the depth check) and a response sent the same way (``connect.Reply``, two ASGI
+    the depth check) and a response sent the same way (``wire.replies.Reply``, two ASGI
     messages). No router, no auth, no dispatch, no store. A body the codec refuses
     gets the Connect error the real path would give.
     """
     from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
-    from bridge_store.connect import Reply, error_response, read_body
+    from bridge_store.connect import read_body
     from bridge_store.errors import ConnectError
     from bridge_store.wire._codecs import CODECS
+    from bridge_store.wire.replies import Reply, error_response
 
     codec = CODECS["json"]
     answer = Reply(200, CEILING_RESPONSE, codec.media_type)

@@ -14,7 +14,6 @@ See ``docs/connect.md`` for why this is hand-written rather than built on
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
@@ -24,8 +23,8 @@ from starlette.types import Message, Receive, Scope, Send
 from .errors import Code, ConnectError, invalid_argument
 from .failures import log_failure
 from .security.auth import Principal, TokenRegistry
-from .types import Answer, Document
-from .wire._codecs import CODECS, CallStoreCall, Codec
+from .types import Answer
+from .wire._codecs import CODECS, LARGE_BODY_BYTES, Codec
 from .wire._compression import (
     DEFAULT_COMPRESS_MIN_BYTES,
     compress,
@@ -33,11 +32,10 @@ from .wire._compression import (
     should_compress,
     too_large,
 )
+from .wire.replies import Reply, error_response, unsupported_media_type
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
 PROTOCOL_VERSION = "1"
-#: Sent with 415, as the Connect protocol asks, to name the codecs this server speaks.
-ACCEPT_POST = "application/json, application/proto"
 #: Request encodings understood; sent back in ``Accept-Encoding`` when one is not.
 SUPPORTED_ENCODINGS = "gzip"
 _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
@@ -78,47 +76,6 @@ class CallObserver(Protocol):
 
     def finish(self, observation: Any, code: str, response_bytes: int) -> None:
         """Its answer is ready (``code``: ``ok`` or the Connect error code)."""
-
-
-class Reply:
-    """A complete unary HTTP response: status, headers and body, sent in one go.
-
-    ``code`` is the Connect code the client reads from it, ``ok`` for a success.
-    """
-
-    __slots__ = ("body", "code", "headers", "status")
-
-    def __init__(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str,
-        headers: dict[str, str] | None = None,
-        *,
-        code: str = "ok",
-    ) -> None:
-        self.status = status
-        self.code = code
-        self.body = body
-        self.headers = [
-            (b"content-type", content_type.encode("latin-1")),
-            (b"content-length", str(len(body)).encode("latin-1")),
-        ]
-        for name, value in (headers or {}).items():
-            self.headers.append((name.encode("latin-1"), value.encode("latin-1")))
-
-    async def send(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
-        await send({"type": "http.response.body", "body": self.body})
-
-
-def error_response(error: ConnectError, headers: dict[str, str] | None = None) -> Reply:
-    """A Connect unary error: JSON ``{"code", "message"}`` with the code's HTTP status.
-
-    Errors are JSON whatever codec the request used, as the protocol specifies.
-    """
-    body = json.dumps({"code": error.code.value, "message": error.message}).encode("utf-8")
-    return Reply(error.code.http_status, body, "application/json", headers, code=error.code.value)
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
@@ -184,24 +141,40 @@ def request_encoding(content_encoding: str | None) -> str:
     return (content_encoding or "identity").strip().lower()
 
 
-async def read_body(receive: Receive, declared_length: str | None, limit: int) -> bytearray:
+async def read_body(receive: Receive, declared_length: str | None, limit: int) -> bytes | bytearray:
     """The whole request body, refusing (without reading further) past ``limit`` bytes.
 
     A declared ``Content-Length`` over the limit is refused before reading anything;
-    chunked bodies are counted as they arrive, so memory never exceeds the limit.
+    chunked bodies are counted as they arrive, so memory never exceeds the limit. A
+    body that came in one piece, as every bridge call's does, is handed on as it came.
     """
     if declared_length is not None and declared_length.isdigit() and int(declared_length) > limit:
         raise too_large(limit)
-    body = bytearray()
-    while True:
-        message: Message = await receive()
+    message: Message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ClientDisconnected
+    piece: bytes = message.get("body", b"")
+    if len(piece) > limit:
+        raise too_large(limit)
+    if not message.get("more_body", False) and len(piece) <= LARGE_BODY_BYTES:
+        return piece
+    # Large bodies go into a bytearray, which the codec clears once it has read it:
+    # a checkpoint body can be 100 MiB.
+    body = bytearray(piece)
+    del piece
+    while message.get("more_body", False):
+        message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientDisconnected
         body += message.get("body", b"")
         if len(body) > limit:
             raise too_large(limit)
-        if not message.get("more_body", False):
-            return body  # not copied to bytes: a checkpoint body can be 100 MiB
+    return body
+
+
+#: How many distinct ``Content-Type`` values an endpoint remembers the codec of.
+_KNOWN_CONTENT_TYPES = 32
+_UNSEEN: Any = object()
 
 
 class CallStoreEndpoint:
@@ -209,7 +182,9 @@ class CallStoreEndpoint:
 
     Plain ASGI rather than a Starlette endpoint: every streamed agent message is one
     call, and Starlette's Request, Headers and Response objects cost about a third of
-    the per-call CPU on the hot path (bench/, docs/connect.md).
+    the per-call CPU on the hot path (bench/, docs/connect.md). For the same reason
+    the common case takes the short way through each step: no deadline, no encoding
+    header, a body in one piece, a ``Content-Type`` seen before.
     """
 
     def __init__(
@@ -226,6 +201,10 @@ class CallStoreEndpoint:
         self._tokens = tokens
         self._limit = max_request_bytes
         self._compress_min_bytes = compress_min_bytes
+        #: The codec of each ``Content-Type`` value seen (None: no codec takes it).
+        #: Clients send one of a handful; a client sending new ones each time only
+        #: stops being remembered.
+        self._codecs: dict[str, Codec | None] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = request_headers(scope["headers"])
@@ -254,7 +233,30 @@ class CallStoreEndpoint:
     ) -> Reply | None:
         """The answer to the request; None when the client is gone before its body came."""
         try:
-            return await self._respond(headers, receive, observation)
+            principal = bearer_principal(headers.get(b"authorization"), self._tokens)
+            if principal is None:
+                return error_response(
+                    ConnectError(Code.UNAUTHENTICATED, "missing or invalid bearer token"),
+                    {"www-authenticate": "Bearer"},
+                )
+            content_type = headers.get(b"content-type", "")
+            codec = self._codecs.get(content_type, _UNSEEN)
+            if codec is _UNSEEN:
+                codec = self._codec(content_type)
+            if codec is None:
+                return unsupported_media_type(content_type)
+            encoding = headers.get(b"content-encoding")
+            if encoding is not None:
+                encoding = request_encoding(encoding)
+                if encoding not in ("identity", "gzip"):
+                    # The protocol asks for unimplemented, naming what is supported.
+                    return error_response(
+                        ConnectError(
+                            Code.UNIMPLEMENTED, f"unsupported Content-Encoding {encoding[:40]!r}"
+                        ),
+                        {"accept-encoding": SUPPORTED_ENCODINGS},
+                    )
+            return await self._respond(principal, codec, headers, receive, encoding, observation)
         except ClientDisconnected:
             return None  # nobody is left to answer
         except Exception as error:
@@ -262,37 +264,36 @@ class CallStoreEndpoint:
             log_failure(logger, "CallStore request handling", error)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
 
-    async def _respond(
-        self, headers: dict[bytes, str], receive: Receive, observation: Any
-    ) -> Reply:
-        principal = bearer_principal(headers.get(b"authorization"), self._tokens)
-        if principal is None:
-            return error_response(
-                ConnectError(Code.UNAUTHENTICATED, "missing or invalid bearer token"),
-                {"www-authenticate": "Bearer"},
-            )
-        content_type = headers.get(b"content-type", "")
+    def _codec(self, content_type: str) -> Codec | None:
+        """The codec of a ``Content-Type`` not seen before, remembered while there is room."""
         codec = codec_for(content_type)
-        if codec is None:
-            return _unsupported_media_type(content_type)
-        encoding = request_encoding(headers.get(b"content-encoding"))
-        if encoding not in ("identity", "gzip"):
-            # The protocol asks for unimplemented, naming what is supported.
-            return error_response(
-                ConnectError(Code.UNIMPLEMENTED, f"unsupported Content-Encoding {encoding[:40]!r}"),
-                {"accept-encoding": SUPPORTED_ENCODINGS},
-            )
+        if len(self._codecs) < _KNOWN_CONTENT_TYPES:
+            self._codecs[content_type] = codec
+        return codec
+
+    async def _respond(
+        self,
+        principal: Principal,
+        codec: Codec,
+        headers: dict[bytes, str],
+        receive: Receive,
+        encoding: str | None,
+        observation: Any,
+    ) -> Reply:
         try:
-            check_protocol_version(headers.get(b"connect-protocol-version"))
-            timeout = timeout_seconds(headers.get(b"connect-timeout-ms"))
-            if timeout is None:
-                answer = await self._read_and_call(
+            version = headers.get(b"connect-protocol-version")
+            if version is not None:
+                check_protocol_version(version)
+            deadline_header = headers.get(b"connect-timeout-ms")
+            if deadline_header is None:
+                output, compressible = await self._read_and_call(
                     principal, codec, headers, receive, encoding, observation
                 )
             else:
+                timeout = timeout_seconds(deadline_header)
                 try:
                     async with asyncio.timeout(timeout) as deadline:
-                        answer = await self._read_and_call(
+                        output, compressible = await self._read_and_call(
                             principal, codec, headers, receive, encoding, observation
                         )
                 except TimeoutError:
@@ -301,11 +302,21 @@ class CallStoreEndpoint:
                     raise ConnectError(
                         Code.DEADLINE_EXCEEDED, "Connect-Timeout-Ms elapsed"
                     ) from None
-            output, compressible = answer
-            accept_encoding = headers.get(b"accept-encoding", "") if compressible else ""
-            return await self._encode(codec, output, accept_encoding)
         except ConnectError as error:
             return error_response(error)
+        try:
+            body = codec.encode(output)
+        except Exception as error:
+            log_failure(logger, f"encoding a CallStore output as {codec.name}", error)
+            return error_response(ConnectError(Code.INTERNAL, "internal error"))
+        minimum = self._compress_min_bytes
+        if (
+            compressible
+            and 0 < minimum <= len(body)
+            and should_compress(len(body), headers.get(b"accept-encoding", ""), minimum)
+        ):
+            return Reply(200, await compress(body), codec.media_type, {"content-encoding": "gzip"})
+        return Reply.ok(body, codec.media_type)
 
     async def _read_and_call(
         self,
@@ -313,7 +324,7 @@ class CallStoreEndpoint:
         codec: Codec,
         headers: dict[bytes, str],
         receive: Receive,
-        encoding: str,
+        encoding: str | None,
         observation: Any,
     ) -> Answer:
         body: bytes | bytearray = await read_body(
@@ -328,9 +339,6 @@ class CallStoreEndpoint:
         del body
         if self._observer is not None:
             self._observer.named(observation, call.substore, call.method, received)
-        return await self._call(principal, call)
-
-    async def _call(self, principal: Principal, call: CallStoreCall) -> Answer:
         try:
             return await self._handler(principal, call.substore, call.method, call.input)
         except ConnectError:
@@ -341,32 +349,3 @@ class CallStoreEndpoint:
             # learns nothing about the backend.
             log_failure(logger, f"CallStore {call.substore!s:.40}.{call.method!s:.40}", error)
             raise ConnectError(Code.INTERNAL, "internal error") from None
-
-    async def _encode(self, codec: Codec, output: Document | None, accept_encoding: str) -> Reply:
-        try:
-            body = codec.encode(output)
-        except Exception as error:
-            log_failure(logger, f"encoding a CallStore output as {codec.name}", error)
-            return error_response(ConnectError(Code.INTERNAL, "internal error"))
-        if should_compress(len(body), accept_encoding, self._compress_min_bytes):
-            return Reply(
-                200,
-                await compress(body),
-                codec.media_type,
-                {"content-encoding": "gzip"},
-            )
-        return Reply(200, body, codec.media_type)
-
-
-def _unsupported_media_type(content_type: str) -> Reply:
-    # The protocol answers an unknown codec with HTTP 415 and Accept-Post rather than a
-    # Connect error (connect-go sends no body); the text is for people trying curl.
-    body = f"unsupported Content-Type {content_type[:80]!r}; use {ACCEPT_POST}\n"
-    return Reply(
-        415,
-        body.encode("utf-8"),
-        "text/plain; charset=utf-8",
-        {"accept-post": ACCEPT_POST},
-        # What a Connect client makes of an HTTP 415.
-        code=Code.UNKNOWN.value,
-    )

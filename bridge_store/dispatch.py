@@ -247,11 +247,31 @@ INCOMPRESSIBLE: frozenset[Handler] = frozenset({_checkpoints_get})
 
 #: Methods a ``read`` token may call; everything else needs ``write`` (or ``admin``).
 READ_METHODS = frozenset({"get", "list"})
+#: Calls the audit log may have to record (audit.is_destructive decides on the input).
+_MAYBE_DESTRUCTIVE = frozenset({("agents", "update")})
 
 
 def needed_scope(method: str) -> Scope:
     """The scope a CallStore method needs (the administrative commands need ``admin``)."""
     return Scope.READ if method in READ_METHODS else Scope.WRITE
+
+
+class _Route:
+    """What ``call_store`` needs of one method, worked out once rather than per call."""
+
+    __slots__ = ("audited", "compressible", "handler", "needed")
+
+    def __init__(self, substore: str, method: str, handler: Handler) -> None:
+        self.handler = handler
+        self.needed = needed_scope(method)
+        self.compressible = handler not in INCOMPRESSIBLE
+        self.audited = method == "delete" or (substore, method) in _MAYBE_DESTRUCTIVE
+
+
+_ROUTES: dict[str, dict[str, _Route]] = {
+    substore: {method: _Route(substore, method, handler) for method, handler in methods.items()}
+    for substore, methods in HANDLERS.items()
+}
 
 
 async def call_store(
@@ -266,13 +286,13 @@ async def call_store(
         raise ConnectError(Code.INVALID_ARGUMENT, "substore must be a non-empty string")
     if not isinstance(method, str) or not method:
         raise ConnectError(Code.INVALID_ARGUMENT, "method must be a non-empty string")
-    methods = HANDLERS.get(substore)
+    methods = _ROUTES.get(substore)
     if methods is None:
         raise ConnectError(Code.UNIMPLEMENTED, f"unknown substore {substore!r}")
-    handler = methods.get(method)
-    if handler is None:
+    route = methods.get(method)
+    if route is None:
         raise ConnectError(Code.UNIMPLEMENTED, f"unknown method {substore}.{method}")
-    needed = needed_scope(method)
+    needed = route.needed
     if not principal.scope.allows(needed):
         raise ConnectError(
             Code.PERMISSION_DENIED,
@@ -283,7 +303,7 @@ async def call_store(
         data = {}
     elif not isinstance(data, dict):
         raise ConnectError(Code.INVALID_ARGUMENT, "input must be an object")
-    output = await handler(stores, principal, data)
-    if audit.is_destructive(substore, method, data):
+    output = await route.handler(stores, principal, data)
+    if route.audited and audit.is_destructive(substore, method, data):
         audit.record(principal, substore, method, data)
-    return output, handler not in INCOMPRESSIBLE
+    return output, route.compressible

@@ -191,11 +191,15 @@ class RunEvents:
         if key is not None and (run_id, key) in self._by_key:
             return copy_json(self._by_key[(run_id, key)])
         log = self._logs.setdefault(run_id, [])
-        stored = stored_event(copy_json(event), len(log) + 1)
+        # The answer is built from the caller's own event, as runs and agents answer
+        # with the document given: only the stored copy must be nobody else's. That
+        # is one deep copy fewer per append (a few us of a call of about 60).
+        answer = stored_event(event, len(log) + 1)
+        stored = copy_json(answer)
         log.append(stored)
         if key is not None:
             self._by_key[(run_id, key)] = stored
-        return copy_json(stored)
+        return answer
 
     def restore(self, run_id: str, events: Sequence[Document]) -> int:
         log = self._logs.get(run_id, [])

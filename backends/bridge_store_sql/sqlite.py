@@ -29,6 +29,18 @@ from .statements import Bound, Compiler, Result, Session
 
 T = TypeVar("T")
 
+#: Reads run on the event loop's own thread, on a connection of its own: point lookups
+#: by key and one page of a run's events. Each is a few tens of microseconds of
+#: SQLite; a hand-over to a reader thread and back cost more than that (bench
+#: cpu-per-call --mix agents.get: 96 us a call through the threads, see
+#: docs/performance.md). The loop's connection never waits for a lock
+#: (busy_timeout 0): a read that finds the file busy goes to the threads instead.
+LOOP_READS = frozenset({"agents.get", "runs.get", "runEvents.list"})
+
+
+#: What a connection that may not wait (busy_timeout 0) gets when another holds a lock.
+_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
 
 class SqliteSession(Session):
     def __init__(self, compiler: Compiler, driver: sqlite3.Connection) -> None:
@@ -82,9 +94,12 @@ class SqliteDatabase(Database):
         self._read_engine: sa.Engine | None = None
         self._writer: BatchingThreads | None = None
         self._readers: BatchingThreads | None = None
+        self._loop_engine: sa.Engine | None = None
+        #: The loop thread's read connection (LOOP_READS), checked out while started.
+        self._loop_connection: Any = None
+        self._loop_session: SqliteSession | None = None
 
-    def _configure(self, engine: sa.Engine, *, writer: bool) -> None:
-        busy_timeout = self.settings.busy_timeout_ms
+    def _configure(self, engine: sa.Engine, *, writer: bool, busy_timeout: int) -> None:
 
         @sa.event.listens_for(engine, "connect")
         def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -135,10 +150,16 @@ class SqliteDatabase(Database):
         readers = self.settings.read_pool_size
         write_engine = sa.create_engine(url, pool_size=1, **options)
         read_engine = sa.create_engine(url, pool_size=readers, **options)
-        self._configure(write_engine, writer=True)
-        self._configure(read_engine, writer=False)
+        busy_timeout = self.settings.busy_timeout_ms
+        self._configure(write_engine, writer=True, busy_timeout=busy_timeout)
+        self._configure(read_engine, writer=False, busy_timeout=busy_timeout)
         self._write_engine, self._read_engine = write_engine, read_engine
         sessions = functools.partial(SqliteSession, Compiler(write_engine.dialect))
+        loop_engine = sa.create_engine(url, pool_size=1, **options)
+        self._configure(loop_engine, writer=False, busy_timeout=0)
+        self._loop_engine = loop_engine
+        self._loop_connection = loop_engine.raw_connection()
+        self._loop_session = sessions(self._loop_connection.driver_connection)
         self._writer = BatchingThreads(
             "bridge-store-sqlite-writer", 1, functools.partial(run_writes, write_engine, sessions)
         )
@@ -149,10 +170,16 @@ class SqliteDatabase(Database):
         )
 
     async def close(self) -> None:
-        engines = [e for e in (self._read_engine, self._write_engine) if e is not None]
+        engines = [
+            e for e in (self._read_engine, self._write_engine, self._loop_engine) if e is not None
+        ]
         workers = [w for w in (self._readers, self._writer) if w is not None]
-        self._read_engine = self._write_engine = None
+        self._read_engine = self._write_engine = self._loop_engine = None
         self._readers = self._writer = None
+        self._loop_session = None
+        if self._loop_connection is not None:
+            self._loop_connection.close()
+            self._loop_connection = None
 
         # Work already submitted finishes first: a write in flight commits or rolls
         # back, it is never cut off.
@@ -166,6 +193,17 @@ class SqliteDatabase(Database):
         await asyncio.to_thread(dispose)
 
     async def read(self, work: Work[T], *, what: str) -> T:
+        session = self._loop_session
+        if session is not None and what in LOOP_READS:
+            try:
+                return work(session)
+            except sa_exc.OperationalError as error:
+                if getattr(error.orig, "sqlite_errorcode", None) not in _BUSY:
+                    errors.reraise(error, what)
+                # The file is locked for a moment (a checkpoint, a recovery): wait for
+                # it on a reader thread, never on the loop.
+            except Exception as error:
+                errors.reraise(error, what)
         return await self._submit(self._readers, work, what)
 
     def pool_stats(self) -> PoolStats | None:

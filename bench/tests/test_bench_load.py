@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from typing import Any
 
 import httpx
@@ -12,6 +16,7 @@ from bench import mix
 from bench.load import _arguments, measure_or_report
 from bench.load_report import Row, judge, open_loop_table, table
 from bench.loadgen import LoadResult
+from bench.machine import cpu_seconds
 from bench.openloop import OpenLoopResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
 from bridge_store.connect import CALL_STORE_PATH
@@ -80,7 +85,7 @@ def test_goals_pass_and_fail() -> None:
     assert lines[3].endswith(
         "| 7.50 | 0.83 | PASS: >= 7,000 ops/s: 7,500 ok; open p99 < 5 ms: 4.0 ok |"
     )
-    assert "FAIL: >= 2,000 ops/s: 1,500 FAIL; open p99 < 5 ms: 6.0 FAIL" in lines[4]
+    assert "FAIL: >= 3,000 ops/s: 1,500 FAIL; open p99 < 5 ms: 6.0 FAIL" in lines[4]
     assert lines[5].endswith("| 0 | - | 1.00 | 0.11 | - |")
 
 
@@ -112,13 +117,13 @@ def test_cpu_ratios() -> None:
 
 
 def test_goals_without_a_comparison_or_elsewhere_are_unknown() -> None:
-    rows = [_row("redis", 6000)]
+    rows = [_row("redis", 9000)]
     judge(rows, connections=16)
     assert [goal["met"] for goal in rows[0].goals] == [True, None]
-    assert "n/a: >= 5,000 ops/s: 6,000 ok; open p99 < 5 ms: ? n/a" in table(rows)
+    assert "n/a: >= 8,000 ops/s: 9,000 ok; open p99 < 5 ms: ? n/a" in table(rows)
     # Absolute goals hold for the realistic mix at 16 connections only.
     for connections, mix_name in ((4, "realistic"), (16, "append")):
-        other = [_open(_row("redis", 6000), 3000, p99=1.0)]
+        other = [_open(_row("redis", 9000), 4500, p99=1.0)]
         judge(other, connections=connections, mix=mix_name)
         assert [goal["met"] for goal in other[0].goals] == [None, None]
 
@@ -139,12 +144,15 @@ def test_arguments() -> None:
     args = _arguments(["--targets", "memory, ceiling", "--mix", "append", "--duration", "5"])
     assert args.targets == ["memory", "ceiling"]
     assert (args.mix, args.duration, args.warmup, args.connections) == ("append", 5, 3, 16)
-    assert args.open_loop == 0.5
+    assert (args.open_loop, args.open_rate) == (0.5, 0.0)
+    assert _arguments(["--open-rate", "1000"]).open_rate == 1000.0
     for bad in (
         ["--targets", "mongo"],
         ["--threads", "32"],
         ["--mix", "everything"],
         ["--open-loop", "2"],
+        ["--open-rate", "-1"],
+        ["--open-rate", "1000", "--open-loop", "0"],
     ):
         with pytest.raises(SystemExit):
             _arguments(bad)
@@ -166,3 +174,25 @@ def test_ceiling_parses_the_body_and_answers_a_fixed_response() -> None:
             deep = {"input": deep}
         assert client.post(CALL_STORE_PATH, content=json.dumps(deep)).status_code == 400
         assert client.get(CALL_STORE_PATH).status_code == 404
+
+
+def test_server_cpu_counts_its_workers_too() -> None:
+    # serve --workers N: the process the bench started is the parent; its workers
+    # do the work.
+    burn = (
+        "import sys, time\n"
+        "end = time.process_time() + 0.4\n"
+        "while time.process_time() < end: pass\n"
+        "sys.stdin.read()"
+    )
+    before = cpu_seconds(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while cpu_seconds(child.pid) < 0.35 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cpu_seconds(os.getpid()) - before >= cpu_seconds(child.pid) >= 0.35
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=60)

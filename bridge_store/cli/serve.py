@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ops.logs import logging_config
     from ..ops.tracing import tracing_from_environment
     from .shared.serving import listen
+    from .shared.workers import check_workers
 
     # First: whatever start-up logs goes out in the chosen format.
     logging.config.dictConfig(logging_config(args.log_format, args.log_level))
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     tls = uvicorn_tls(args)
     if args.max_connections < 1:
         raise ConfigurationError("--max-connections must be positive")
+    check_workers(args.workers, routes)
     limits = HttpLimits(
         max_connections=connection_cap(args.max_connections, raise_open_file_limit())
     )
@@ -84,12 +86,63 @@ def run(args: argparse.Namespace) -> int:
     # on the way out, for a caller that runs serve in its own process.
     umask = os.umask(0o077)
     try:
+        if args.workers > 1:
+            return _serve_workers(listener, args, routes, options, limits, tls, tracing, prices)
         return _serve_on(listener, args, routes, resolved, options, limits, tls, tracing, prices)
     finally:
         os.umask(umask)
         listener.close()  # uvicorn has closed it after serving; not if the start failed
         if tracing is not None:
             tracing.shutdown()  # sends the spans still buffered
+
+
+def _serve_workers(
+    listener: socket.socket,
+    args: argparse.Namespace,
+    routes: Routes,
+    options: BackendOptions,
+    limits: HttpLimits,
+    tls: dict[str, Any],
+    tracing: Tracing | None,
+    prices: PriceTable | None,
+) -> int:
+    """``--workers N``: the token first (every worker reads the one generated now), then
+    N processes, each resolving its own backends (cli/shared/workers.py)."""
+    from .shared.workers import serve_workers
+
+    _, generated_token_file = _token_registry(args, os.environ)
+
+    def worker(announce: Callable[[], None]) -> int:
+        # In the worker's own process: its own engines and clients, opened on its loop.
+        resolved = StoreStack.of(routes, options).resolved
+        try:
+            return _serve_on(
+                listener, args, routes, resolved, options, limits, tls, tracing, prices, announce
+            )
+        finally:
+            if tracing is not None:
+                tracing.shutdown()  # the worker's own buffered spans
+
+    return serve_workers(args.workers, worker, _ready(args, listener, tls, generated_token_file))
+
+
+def _ready(
+    args: argparse.Namespace,
+    listener: socket.socket,
+    tls: dict[str, Any],
+    generated_token_file: Path | None,
+) -> dict[str, str]:
+    """The ready line's fields: where to connect, and the token file made, if one was."""
+    host, port = listener.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    scheme = "https" if tls else "http"
+    ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
+    if args.ui:
+        # The viewer is the first thing a person wants to open; the URL says where.
+        ready["viewerUrl"] = f"{ready['url']}{UI_PATH.strip('/')}/"
+    if generated_token_file is not None:
+        ready["authTokenFile"] = str(generated_token_file)
+    return ready
 
 
 def _serve_on(
@@ -102,6 +155,7 @@ def _serve_on(
     tls: dict[str, Any],
     tracing: Tracing | None,
     prices: PriceTable | None,
+    announce: Callable[[], None] | None = None,
 ) -> int:
     import uvicorn
 
@@ -128,15 +182,7 @@ def _serve_on(
         bridge_hint=_bridge_hint(args, os.environ),
     )
     app = create_app(config, resolved=resolved, tracing=tracing)
-    host, port = listener.getsockname()[:2]
-    shown_host = f"[{host}]" if ":" in host else host
-    scheme = "https" if tls else "http"
-    ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
-    if args.ui:
-        # The viewer is the first thing a person wants to open; the URL says where.
-        ready["viewerUrl"] = f"{ready['url']}{UI_PATH.strip('/')}/"
-    if generated_token_file is not None:
-        ready["authTokenFile"] = str(generated_token_file)
+    ready = _ready(args, listener, tls, generated_token_file)
     server_config = uvicorn.Config(
         StrictTransportSecurity(app) if tls else app,
         # Logging is configured above; uvicorn only sets its loggers' levels.
@@ -147,7 +193,7 @@ def _serve_on(
         **tls,
     )
     if registry.path is None:
-        return run_announcing(server_config, ready, listener, before=app.open_stores)
+        return run_announcing(server_config, ready, listener, app.open_stores, announce)
 
     async def follow_tokens_then_open_stores() -> None:
         # From here SIGHUP is a callback of the loop that asks the registry's reload
@@ -158,7 +204,9 @@ def _serve_on(
     # Until the loop runs, a SIGHUP is remembered and served once it does.
     signal.signal(signal.SIGHUP, lambda signum, frame: registry.request_reload())
     try:
-        return run_announcing(server_config, ready, listener, before=follow_tokens_then_open_stores)
+        return run_announcing(
+            server_config, ready, listener, follow_tokens_then_open_stores, announce
+        )
     finally:
         # The closed loop put back the default action, which would kill a stopped
         # server that one more SIGHUP reaches while it exits.

@@ -49,10 +49,11 @@ class Scope(enum.Enum):
     ADMIN = "admin"  # also the administrative commands (prune, export)
 
     def allows(self, needed: Scope) -> bool:
-        return _RANK[self] >= _RANK[needed]
+        # By value: a str's hash is cached, an Enum member's is a Python-level call.
+        return _RANK[self._value_] >= _RANK[needed._value_]
 
 
-_RANK = {Scope.READ: 0, Scope.WRITE: 1, Scope.ADMIN: 2}
+_RANK = {Scope.READ.value: 0, Scope.WRITE.value: 1, Scope.ADMIN.value: 2}
 
 
 def is_valid_tenant(name: str) -> bool:
@@ -104,18 +105,27 @@ def token_digest(token: str | bytes) -> bytes:
     return hashlib.sha256(raw).digest()
 
 
-def _match(entries: Sequence[TokenEntry], presented: bytes) -> TokenEntry | None:
-    """The entry whose digest is ``presented``'s, comparing against every entry.
+#: What a registry compares a presented token with: each entry's digest and principal
+#: (made once, not per call).
+_Table = tuple[tuple[bytes, Principal], ...]
+
+
+def _table(entries: Sequence[TokenEntry]) -> _Table:
+    return tuple((entry.sha256, entry.principal) for entry in entries)
+
+
+def _match(table: _Table, presented: bytes) -> Principal | None:
+    """The principal of the entry whose digest is ``presented``'s, comparing every entry.
 
     Digests have one length whatever was presented, every entry is compared (no early
     exit) and compare_digest takes the same time for a match and a miss: the time
     taken reveals neither which entry matched nor how close a guess came.
     """
     digest = hashlib.sha256(presented).digest()
-    found: TokenEntry | None = None
-    for entry in entries:
-        if hmac.compare_digest(digest, entry.sha256):
-            found = entry
+    found: Principal | None = None
+    for stored, principal in table:
+        if hmac.compare_digest(digest, stored):
+            found = principal
     return found
 
 
@@ -144,6 +154,7 @@ class TokenRegistry:
         if path is not None and loader is None:
             raise ValueError("a registry with a path needs a loader")
         self._entries: tuple[TokenEntry, ...] = tuple(entries)
+        self._table = _table(self._entries)
         self._path = path
         self._loader = loader
         self._clock = clock
@@ -181,9 +192,9 @@ class TokenRegistry:
 
     def resolve(self, token: bytes) -> Principal | None:
         """The principal ``token`` stands for, or None; notices a changed file first."""
-        self._reload_if_changed()
-        entry = _match(self._entries, token)
-        return entry.principal if entry is not None else None
+        if self._path is not None:
+            self._reload_if_changed()
+        return _match(self._table, token)
 
     def reload(self) -> bool:
         """Re-read the file now, on this thread; True if the new entries were taken.
@@ -272,6 +283,7 @@ class TokenRegistry:
             self._stamp = stamp  # a failure is not retried (and logged) until it changes
             if not isinstance(entries, ConfigurationError):
                 self._entries = tuple(entries)
+                self._table = _table(self._entries)
         if isinstance(entries, ConfigurationError) and stamp is None:
             # Deleting is no revocation (docs/security.md): a file that is briefly
             # missing while a deploy rewrites it must not lock every client out.

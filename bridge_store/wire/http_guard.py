@@ -29,6 +29,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .http_limits import HttpLimits
+from .one_write import OneWriteResponses
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +202,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 raise _too_large(self._head_message())
         self._head_bytes = 0
         self._awaiting_body = True
+        before = self.cycle
         super().on_headers_complete()
+        if self.cycle is not before:
+            self.cycle.transport = OneWriteResponses(self.transport, self.cycle)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         self._awaiting_body = False

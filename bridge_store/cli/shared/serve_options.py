@@ -94,6 +94,16 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
         ),
     )
     serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help=(
+            "serve from N processes on one port, each with its own backend pools, to use "
+            "N cores; not with memory:// (default: %(default)s)"
+        ),
+    )
+    serve.add_argument(
         "--no-migrate",
         dest="migrate",
         action="store_false",

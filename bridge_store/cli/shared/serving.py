@@ -42,16 +42,16 @@ UVICORN_SETTINGS: dict[str, Any] = {
 
 
 class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints the ready line once it is accepting connections."""
+    """A uvicorn server that announces itself once it is accepting connections."""
 
-    def __init__(self, config: uvicorn.Config, ready: dict[str, str]) -> None:
+    def __init__(self, config: uvicorn.Config, announce: Callable[[], None]) -> None:
         super().__init__(config)
-        self._ready = ready
+        self._announce = announce
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
-            print(READY_PREFIX + json.dumps(self._ready), file=sys.stderr, flush=True)
+            self._announce()
 
 
 def run_announcing(
@@ -59,13 +59,20 @@ def run_announcing(
     ready: dict[str, str],
     listener: socket.socket,
     before: Callable[[], Awaitable[None]] | None = None,
+    announce: Callable[[], None] | None = None,
 ) -> int:
     """Serve ``config``'s app on ``listener``, print the ready line, stop on a signal.
 
     ``before`` runs first, on the server's event loop (the backends' connections
     belong to it): what it raises stops the start, as it is, with no server output.
+    ``announce`` replaces printing the ready line (a worker of ``serve --workers``
+    tells its parent instead).
     """
-    server = _AnnouncingServer(config, ready)
+
+    def print_ready() -> None:
+        print(READY_PREFIX + json.dumps(ready), file=sys.stderr, flush=True)
+
+    server = _AnnouncingServer(config, announce or print_ready)
 
     async def main() -> None:
         if before is not None:
