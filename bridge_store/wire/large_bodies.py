@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import binascii
 import secrets
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from ._codecs import LARGE_BODY_BYTES, CallStoreCall, Codec, JsonCodec
 from ._compression import gunzip
@@ -46,6 +47,8 @@ _QUOTE = 0x22
 _BACKSLASH = 0x5C
 #: The methods whose ``input.data`` is a blob in base64.
 _BLOB_METHODS = frozenset({"create", "update"})
+
+T = TypeVar("T")
 
 # One thread: bodies are decoded one after the other (see the module's docstring).
 _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bridge-store-large-bodies")
@@ -71,6 +74,11 @@ async def decode(codec: Codec, body: bytes | bytearray, encoding: str, limit: in
     """``body`` decoded on the worker thread; what ``codec.decode`` would give."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_worker, _decode, codec, body, encoding, limit)
+
+
+async def off_the_loop(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` on the large bodies' one worker (sealing a large blob)."""
+    return await asyncio.get_running_loop().run_in_executor(_worker, function, *args)
 
 
 def _decode(codec: Codec, body: bytes | bytearray, encoding: str, limit: int) -> CallStoreCall:
