@@ -24,6 +24,7 @@ from .errors import Code, ConnectError, invalid_argument
 from .failures import log_failure
 from .security.auth import Principal, TokenRegistry
 from .types import Answer
+from .wire import large_bodies
 from .wire._codecs import CODECS, LARGE_BODY_BYTES, Codec
 from .wire._compression import (
     DEFAULT_COMPRESS_MIN_BYTES,
@@ -331,10 +332,14 @@ class CallStoreEndpoint:
             receive, headers.get(b"content-length"), self._limit
         )
         received = len(body)
-        if encoding == "gzip" and body:
-            # An empty body is an empty message whatever the encoding, as in connect-go.
-            body = gunzip(body, self._limit)
-        call = codec.decode(body)
+        if large_bodies.is_large(received, encoding):
+            # Decoded on a worker in short steps: the loop keeps answering other calls.
+            call = await large_bodies.decode(codec, body, encoding, self._limit)
+        else:
+            if encoding == "gzip" and body:
+                # An empty body is an empty message whatever the encoding, as in connect-go.
+                body = gunzip(body, self._limit)
+            call = codec.decode(body)
         # Not kept while the store works: a checkpoint body can be 100 MiB.
         del body
         if self._observer is not None:

@@ -20,6 +20,7 @@ from .errors import invalid_argument
 from .sort_keys import sort_integer
 from .substores import AgentPosition, BlobRef, RunPosition
 from .types import Document
+from .wire.large_bodies import DecodedBlob
 
 DEFAULT_AGENT_LIMIT = 50
 DEFAULT_RUN_LIMIT = 50
@@ -269,6 +270,10 @@ def take_blob(parent: dict[str, Any], field: str) -> bytes:
     store writes the blob.
     """
     raw = parent.get("data")
+    if isinstance(raw, DecodedBlob):
+        # A large body's blob, decoded off the event loop (wire/large_bodies.py).
+        del parent["data"]
+        return raw.data
     if not isinstance(raw, str):
         raise invalid_argument(f"{field}.data must be a base64 string")
     try:

@@ -111,23 +111,46 @@ NAMED_PARAMETERS = frozenset(
 _NESTED_URLS = frozenset({"endpoint_url"})
 
 
+#: Where SQLAlchemy's URL parser ends a password: at the first ``@`` after ``user:``,
+#: whatever comes between (``#``, ``?`` and ``/`` included).
+_SQLALCHEMY_USERINFO = re.compile(r"[^:/@?#]*:[^@]*@")
+
+
 def redact(url: str) -> str:
     """``url`` with nothing shown but its scheme, user, hosts, path and harmless settings.
 
     Split by hand rather than rebuilt with urlunsplit, which drops the empty host of
-    ``sqlite:///x.db``. A password holding ``/`` (unencoded) is still masked: the
-    user information ends at the last ``@`` before the query.
+    ``sqlite:///x.db``. A password holding ``/``, ``?`` or ``#`` (unencoded) is still
+    masked whole: the backends disagree on where it ends (urlsplit at the last ``@``
+    before ``/?#``, SQLAlchemy at the first ``@`` after ``user:``), so the user
+    information shown ends at the later of the two.
     """
-    head, hashmark, fragment = url.partition("#")
-    base, qmark, query = head.partition("?")
-    scheme, separator, rest = base.partition("://")
+    scheme, separator, rest = url.partition("://")
+    prefix = ""
     if separator:
-        userinfo, at, hosts_and_path = rest.rpartition("@")
-        base = f"{scheme}://{_userinfo(userinfo)}@{hosts_and_path}" if at else base
+        prefix = f"{scheme}://"
+        at = _userinfo_end(rest)
+        if at >= 0:
+            prefix += f"{_userinfo(rest[:at])}@"
+            rest = rest[at + 1 :]
+    else:
+        scheme, rest = "", url
+    head, hashmark, fragment = rest.partition("#")
+    base, qmark, query = head.partition("?")
     shown = SHOWN_PARAMETERS.get(scheme.lower(), frozenset())
     if query:
         query = "&".join(_pair(piece, shown) for piece in query.split("&"))
-    return base + qmark + query + (hashmark + MASK if fragment else hashmark)
+    return prefix + base + qmark + query + (hashmark + MASK if fragment else hashmark)
+
+
+def _userinfo_end(rest: str) -> int:
+    """The index of the ``@`` ending the user information of ``rest``; -1 if none."""
+    authority_and_path = rest.partition("#")[0].partition("?")[0]
+    end = authority_and_path.rfind("@")
+    sqlalchemy = _SQLALCHEMY_USERINFO.match(rest)
+    if sqlalchemy is not None:
+        end = max(end, sqlalchemy.end() - 1)
+    return end
 
 
 def redact_nested(url: str) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,14 +46,15 @@ def test_the_archive_is_0600_from_its_creation(source: list[str], tmp_path: Path
     output = tmp_path / "backup.tar.gz"
     output.write_bytes(gzip.compress(b"an older backup"))
     output.chmod(0o644)
-    partial = output.with_name(output.name + ".partial")
     seen: list[int] = []
+
+    def partial_mode() -> None:
+        (partial,) = tmp_path.glob(f".{output.name}.*.partial")
+        seen.append(_mode(partial))
 
     async def write(stores: Stores) -> None:
         # After each agent, while the archive is being written under its partial name.
-        await export_history(
-            stores, output, tenants=None, on_agent=lambda: seen.append(_mode(partial))
-        )
+        await export_history(stores, output, tenants=None, on_agent=partial_mode)
 
     on_stores(routes(source), write)
     assert seen
@@ -69,8 +72,12 @@ def test_a_link_planted_at_the_partial_name_is_not_followed(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_bytes(b"not to be overwritten")
     output.with_name(output.name + ".partial").symlink_to(elsewhere)
+    # Named as an interrupted export's partial file: not followed, not removed.
+    planted = output.with_name(f".{output.name}.abcdefgh.partial")
+    planted.symlink_to(elsewhere)
     assert main(["export", *source, "--output", str(output)]) == 0
     assert elsewhere.read_bytes() == b"not to be overwritten"
+    assert planted.is_symlink()
     assert _mode(output) == 0o600
 
 
@@ -130,3 +137,53 @@ def test_an_output_that_is_not_an_archive_is_not_replaced(
     archive = tmp_path / "backup.tar.gz"
     assert main(["export", *source, "--output", str(archive)]) == 0
     assert main(["export", *source, "--output", str(archive)]) == 0
+
+
+def test_two_exports_to_one_output_at_once_leave_a_whole_archive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both wrote ``OUTPUT.partial``: the second unlinked the first's, and the first then
+    renamed the second's half-written file into place and exited 0."""
+    arguments = sqlite_arguments(tmp_path / "source.db")
+    on_stores(routes(arguments), lambda stores: seed(stores, agents=10, blob_size=200_000))
+    output = tmp_path / "backup.tar.gz"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BRIDGE_STORE_")}
+    for round_number in range(3):
+        exports = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bridge_store",
+                    "export",
+                    *arguments,
+                    "--output",
+                    str(output),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=environ,
+            )
+            for _ in range(2)
+        ]
+        for export in exports:
+            _, err = export.communicate(timeout=300)
+            assert export.returncode == 0, err
+        target = sqlite_arguments(tmp_path / f"restored{round_number}.db")
+        assert main(["db", "upgrade", *target]) == 0
+        assert main(["import", *target, "--input", str(output)]) == 0, capsys.readouterr().err
+        assert _mode(output) == 0o600
+    # Each export's partial file was its own, and none is left.
+    assert not [path.name for path in tmp_path.iterdir() if "partial" in path.name]
+
+
+def test_an_interrupted_exports_partial_file_is_removed_by_the_next(
+    source: list[str], tmp_path: Path
+) -> None:
+    output = tmp_path / "backup.tar.gz"
+    stale = output.with_name(f".{output.name}.killed09.partial")
+    stale.write_bytes(b"half an archive")
+    stale.chmod(0o600)
+    assert main(["export", *source, "--output", str(output)]) == 0
+    assert not stale.exists()

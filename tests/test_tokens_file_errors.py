@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -207,3 +208,33 @@ def test_a_key_file_that_is_not_utf8_is_one_line_for_every_command(
         "as hex or base64, one per line ('bridge-store keys generate' writes one)"
     ]
     assert key.read_bytes().startswith(b"\xff\xfe")  # keys generate left it alone
+
+
+def test_serve_with_its_tokens_file_deleted_keeps_answering_until_an_empty_one_comes(
+    tmp_path: Path,
+) -> None:
+    """What docs/security.md says deleting the file does, on a real server: nothing is
+    revoked, one warning is logged (a SIGHUP meanwhile changes neither), and only an
+    empty tokens file refuses every token."""
+    path = tmp_path / "tokens.toml"
+    alice = add_token(path, "alice", tenant="team-a", scope=Scope.WRITE)
+    with serve("--store", "memory://", tokens_file=path, token=alice) as server:
+        path.unlink()
+        statuses = []
+        deadline = time.monotonic() + 3.5  # three and more of the once-a-second checks
+        while time.monotonic() < deadline:
+            statuses.append(call_status(server.url, alice))
+            time.sleep(0.05)
+        server.process.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        statuses.append(call_status(server.url, alice))
+        gone = [line for line in server.stderr_lines if "is gone" in line]
+        path.write_text(render([]))
+        deadline = time.monotonic() + 10
+        while call_status(server.url, alice) != 401:
+            assert time.monotonic() < deadline, "the empty tokens file never took effect"
+            time.sleep(0.1)
+    assert set(statuses) == {200}
+    # One at the check that found it gone, one for the SIGHUP's read: never one a second.
+    assert 1 <= len(gone) <= 2, gone
+    assert all("write an empty tokens file" in line for line in gone)

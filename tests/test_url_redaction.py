@@ -23,6 +23,8 @@ from bridge_store.urls import NAMED_PARAMETERS, SHOWN_PARAMETERS, redact, redact
 from bridge_store_s3.settings import parse_url
 
 SECRET = "zqSECRETzq0123456789"
+#: Upper case, as SECRET: the strategies below never draw it by chance.
+PASSWORD_START = "zqSTARTzq"
 
 
 @pytest.mark.parametrize(
@@ -65,6 +67,16 @@ SECRET = "zqSECRETzq0123456789"
             "postgresql://db/x?search_path=team_a,public&sslkey=***",
         ),
         (f"plugin://host/db?timeout={SECRET}", "plugin://host/db?***"),
+        # An unencoded "#" or "?" in a password: SQLAlchemy reads the password up to the
+        # "@" and connects; its start showed as "app:pa#***".
+        (
+            f"postgresql://app:pa#{SECRET}@db/x?sslmode=require",
+            "postgresql://app:***@db/x?sslmode=require",
+        ),
+        (f"postgresql+asyncpg://app:pa?{SECRET}@db/x", "postgresql+asyncpg://app:***@db/x"),
+        (f"redis://:pa#{SECRET}@cache:6379/0", "redis://:***@cache:6379/0"),
+        # Fail-safe where a port and a password cannot be told apart.
+        ("redis://cache:6379/0?prefix=a@b", "redis://cache:***@b"),
     ],
 )
 def test_redact_shows_only_allow_listed_parameters(url: str, shown: str) -> None:
@@ -106,13 +118,25 @@ def urls_with_a_planted_secret(draw: st.DrawFn) -> str:
     pairs = [f"{quote(n)}={quote(v)}" for n, v in draw(st.lists(st.tuples(names, values)))]
     where = draw(
         st.sampled_from(
-            ["password", "value", "name", "nested-userinfo", "nested-query", "fragment"]
+            [
+                "password",
+                "password-with-a-delimiter",
+                "value",
+                "name",
+                "nested-userinfo",
+                "nested-query",
+                "fragment",
+            ]
         )
     )
     userinfo = "user@"
     fragment = ""
     if where == "password":
         userinfo = f"user:{SECRET}@"
+    elif where == "password-with-a-delimiter":
+        # Unencoded: SQLAlchemy ends the password at the "@", urlsplit at "#?/".
+        delimiter = draw(st.sampled_from("#?/"))
+        userinfo = f"user:{PASSWORD_START}{delimiter}{SECRET}@"
     elif where == "value":
         name = draw(names.filter(lambda n: n.replace("%", "") and n not in shown))
         pairs.append(f"{_encode(name, draw(st.integers(0, 2)))}={quote(SECRET)}")
@@ -133,6 +157,7 @@ def urls_with_a_planted_secret(draw: st.DrawFn) -> str:
 def test_a_planted_secret_never_shows_whatever_its_name_or_position(url: str) -> None:
     shown = redact(url)
     assert SECRET not in shown
+    assert PASSWORD_START not in shown  # nor the start of a password cut by a delimiter
     assert quote(SECRET) not in shown
     assert SECRET.lower() not in shown.lower()
 

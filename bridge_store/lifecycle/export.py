@@ -16,6 +16,8 @@ stops the export in one line naming it, so every archive written can be restored
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import glob
 import hashlib
 import io
 import os
@@ -51,6 +53,8 @@ from .walk import agent_items, every_agent, tenants_of
 
 #: gzip level: 6 compresses JSON nearly as well as 9 at about twice the speed.
 COMPRESSLEVEL = 6
+#: How the partial files of an export in progress end (``.OUTPUT.XXXXXXXX.partial``).
+PARTIAL_SUFFIX = ".partial"
 #: How every gzip file, so every archive, starts.
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -89,18 +93,18 @@ async def export_history(
     only (0600, from its creation)."""
     tally = tally if tally is not None else Tally()
     _check_replaceable(output)
-    partial = output.with_name(output.name + ".partial")
     chosen = await tenants_of(stores, tenants)
     censuses: dict[str, Census] = {tenant: Census() for tenant in chosen}
     digests: list[dict[str, str]] = []
     plaintext_keys = 0
+    partial: Path | None = None
     try:
         with contextlib.ExitStack() as stack:
             spools = {
                 name: _Spool(stack.enter_context(tempfile.TemporaryFile(dir=output.parent)))
                 for name, _, _ in LINE_MEMBERS
             }
-            tar = stack.enter_context(_private_tar(stack, partial))
+            partial, raw, tar = _private_tar(stack, output)
             _add(tar, HEADER_MEMBER, header())
             for tenant in chosen:
                 exported: set[str] = set()
@@ -134,9 +138,14 @@ async def export_history(
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime, info.mode = spool.size, int(time.time()), 0o600
                 tar.addfile(info, spool.file)
-        os.replace(partial, output)
+            # Renamed complete, while its lock still holds: no other export takes it
+            # for an interrupted one's meanwhile.
+            tar.close()
+            raw.flush()
+            os.replace(partial, output)
     except BaseException:
-        partial.unlink(missing_ok=True)  # nothing half-written is left behind
+        if partial is not None:
+            partial.unlink(missing_ok=True)  # nothing half-written is left behind
         raise
     return Exported(manifest, plaintext_keys)
 
@@ -156,19 +165,48 @@ def _check_replaceable(output: Path) -> None:
         )
 
 
-def _private_tar(stack: contextlib.ExitStack, path: Path) -> tarfile.TarFile:
-    """A gzip tar written to a new file at ``path`` that only its owner can read.
+def _private_tar(
+    stack: contextlib.ExitStack, output: Path
+) -> tuple[Path, IO[bytes], tarfile.TarFile]:
+    """A gzip tar written to a new partial file beside ``output`` that only its owner
+    can read: the file's path, the file, and the tar.
 
-    The file is created with mode 0600 (so no other user can open it in the moment
-    before a chmod), after removing what an interrupted export left there, and never
-    through a symbolic link planted in its place.
+    Each export writes its own partial file (mkstemp: created 0600, never through a
+    link planted in its place), locked while it is written: two exports to one
+    ``--output`` at once each write a whole archive and the later rename wins, where a
+    shared ``OUTPUT.partial`` let one rename the other's half-written file into place.
+    Partial files an interrupted export left (unlocked) are removed first.
     """
-    path.unlink(missing_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    raw = stack.enter_context(os.fdopen(os.open(path, flags, 0o600), "wb"))
-    return tarfile.open(
+    _remove_stale_partials(output)
+    descriptor, name = tempfile.mkstemp(
+        dir=output.parent, prefix=f".{output.name}.", suffix=PARTIAL_SUFFIX
+    )
+    raw = stack.enter_context(os.fdopen(descriptor, "wb"))
+    fcntl.flock(raw.fileno(), fcntl.LOCK_EX)  # new and unique: never waits
+    tar = tarfile.open(  # noqa: SIM115 - closed by the caller's ExitStack
         fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT, compresslevel=COMPRESSLEVEL
     )
+    stack.enter_context(tar)
+    return Path(name), raw, tar
+
+
+def _remove_stale_partials(output: Path) -> None:
+    """Remove the partial files of ``output`` that no running export holds."""
+    for stale in output.parent.glob(f".{glob.escape(output.name)}.*{PARTIAL_SUFFIX}"):
+        try:
+            descriptor = os.open(stale, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue  # gone meanwhile, a link, or not ours to read
+        try:
+            if os.fstat(descriptor).st_uid != os.getuid():
+                continue
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # an export is writing it
+        else:
+            stale.unlink(missing_ok=True)
+        finally:
+            os.close(descriptor)
 
 
 def _holds_plaintext_key(item: Item) -> bool:

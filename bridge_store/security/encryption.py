@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import Code, ConfigurationError, ConnectError
 from ..wire import jsontext
+from . import large_seals
 
 #: Starts every sealed blob: a non-ASCII first byte and CR LF / ^Z / LF (as PNG's magic
 #: does), so neither text nor any common binary format starts with it by accident.
@@ -86,6 +87,7 @@ class Keyring:
             if len(key) != KEY_BYTES:
                 raise ValueError("keys are 256 bits")
         self._ciphers = {key_id(key): AESGCM(key) for key in keys}
+        self._keys = {key_id(key): key for key in keys}
         self.current_id = key_id(keys[0])
 
     @property
@@ -126,13 +128,40 @@ class Keyring:
     # -- blobs ------------------------------------------------------------------------
 
     def seal_blob(self, data: bytes, identity: Identity) -> bytes:
+        if len(data) > large_seals.LARGE_BLOB_BYTES:
+            # In pieces, and joined once (a large join lets go of the GIL): the same bytes.
+            header = MAGIC + bytes([VERSION]) + self.current_id
+            nonce = os.urandom(NONCE_BYTES)
+            key = self._keys[self.current_id]
+            pieces = large_seals.encrypt(key, nonce, data, identity.associated(header))
+            return b"".join([header, nonce, *pieces])
         header, body = self._seal(data, identity)
         return header + body
 
     def open_blob(self, stored: bytes, identity: Identity) -> bytes:
         if not is_sealed_blob(stored):
             return stored  # stored before a key was set
+        if len(stored) > large_seals.LARGE_BLOB_BYTES:
+            return self._open_large(stored, identity)
         return self._open(stored[:_HEADER], memoryview(stored)[_HEADER:].tobytes(), identity)
+
+    def _open_large(self, stored: bytes, identity: Identity) -> bytes:
+        header = stored[:_HEADER]
+        if header[len(MAGIC)] != VERSION:
+            raise _failed(f"stored item has seal format {header[len(MAGIC)]}, not {VERSION}")
+        ident = header[len(MAGIC) + 1 :]
+        self._cipher(ident)  # refuses a key this server does not have
+        view = memoryview(stored)
+        nonce = bytes(view[_HEADER : _HEADER + NONCE_BYTES])
+        try:
+            return large_seals.decrypt(
+                self._keys[ident], nonce, view[_HEADER + NONCE_BYTES :], identity.associated(header)
+            )
+        except InvalidTag:
+            raise _failed(
+                f"stored item does not decrypt with key {ident.hex()}: the key differs from "
+                "the one that sealed it, or the item was altered or moved"
+            ) from None
 
     def blob_is_current(self, stored: bytes) -> bool:
         return is_sealed_blob(stored) and stored[len(MAGIC) + 1 : _HEADER] == self.current_id

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from ..stores import Stores
 from ..substores import AgentPosition, AgentStore, BlobRef, CheckpointStore
 from ..types import Document
+from ..wire.large_bodies import off_the_loop
 from .encryption import Identity, Keyring
+from .large_seals import LARGE_BLOB_BYTES
 
 METADATA = "sdkMetadata"
 
@@ -77,15 +79,28 @@ class SealedCheckpoints:
         stored = await self._inner.get(tenant, agent_id, blob_id)
         if stored is None:
             return None
-        return self._keyring.open_blob(stored, Identity(tenant, agent_id, blob_id))
+        identity = Identity(tenant, agent_id, blob_id)
+        if len(stored) > LARGE_BLOB_BYTES:
+            return await off_the_loop(self._keyring.open_blob, stored, identity)
+        return self._keyring.open_blob(stored, identity)
 
     async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
-        sealed = self._keyring.seal_blob(data, Identity(tenant, agent_id, blob_id))
-        await self._inner.create(tenant, agent_id, blob_id, sealed)
+        await self._inner.create(
+            tenant, agent_id, blob_id, await self._sealed(data, tenant, agent_id, blob_id)
+        )
 
     async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
-        sealed = self._keyring.seal_blob(data, Identity(tenant, agent_id, blob_id))
-        await self._inner.update(tenant, agent_id, blob_id, sealed)
+        await self._inner.update(
+            tenant, agent_id, blob_id, await self._sealed(data, tenant, agent_id, blob_id)
+        )
+
+    async def _sealed(self, data: bytes, tenant: str, agent_id: str, blob_id: str) -> bytes:
+        """``data`` sealed; a large blob on the large bodies' worker, in pieces, so the
+        loop keeps answering while a 75 MB checkpoint is encrypted."""
+        identity = Identity(tenant, agent_id, blob_id)
+        if len(data) > LARGE_BLOB_BYTES:
+            return await off_the_loop(self._keyring.seal_blob, data, identity)
+        return self._keyring.seal_blob(data, identity)
 
     async def delete(
         self, tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
