@@ -126,7 +126,7 @@ BAD_VALUES = {
     'log-level = "loud"': "log-level = 'loud': give one of critical, error, warning, info, debug",
     "port = true": "port = True: give what --port takes, as a string or a number",
     'store = ["memory://"]': "store = ['memory://']: give what --store takes",
-    "port = ": "is not TOML: Invalid value (at line 1, column 8)",
+    "port = ": ": not TOML: Invalid value (at line 1, column 8)",
 }
 
 
@@ -148,8 +148,34 @@ def test_a_missing_config_file_is_named(tmp_path: Path, capsys: pytest.CaptureFi
     missing = tmp_path / "nowhere.toml"
     assert main(["config", "show", "--config", str(missing)]) == 2
     assert capsys.readouterr().err == (
-        f"bridge-store: cannot read --config {missing}: No such file or directory\n"
+        f"bridge-store: --config {missing}: cannot read it: No such file or directory\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"port = 8000\nhost = '\xff\xfe'\n", "not UTF-8 text"),
+        (
+            b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+            "nested too deeply to be a settings file",
+        ),
+    ],
+    ids=["not-utf8", "nested-100000-deep"],
+)
+@pytest.mark.parametrize("command", [["serve"], ["config", "show"]])
+def test_a_hostile_config_file_is_one_line_not_a_traceback(
+    content: bytes,
+    message: str,
+    command: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "hostile.toml"
+    config.write_bytes(content)
+    assert main([*command, "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"bridge-store: --config {config}: {message}\n"
 
 
 def test_every_variable_serve_reads_for_a_setting_beats_the_file() -> None:

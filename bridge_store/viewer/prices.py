@@ -18,13 +18,13 @@ key, raised as :class:`~bridge_store.errors.ConfigurationError`.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..history import TOKEN_KINDS
+from ..toml_files import load_toml
 
 #: Price keys -> the token kind each prices (``history.TOKEN_KINDS``).
 PRICED = dict(zip(("input", "output", "cache_read", "cache_write"), TOKEN_KINDS, strict=True))
@@ -49,21 +49,7 @@ class PriceTable:
 def load_prices(path: str | Path) -> PriceTable:
     """The price table in the TOML file at ``path``; ConfigurationError (one line) if not."""
     where = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as error:
-        raise ConfigurationError(f"--prices {where}: cannot read it: {error.strerror}") from None
-    try:
-        document = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigurationError(f"--prices {where}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigurationError(f"--prices {where}: not TOML: {error}") from None
-    except RecursionError:
-        # tomllib parses nesting by recursion: absurd nesting is no price table.
-        raise ConfigurationError(
-            f"--prices {where}: nested too deeply to be a price table"
-        ) from None
+    document = load_toml(path, "--prices", "a price table")
     return parse_prices(document, where)
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import ConfigurationError
 from ...security.encryption import KEY_FILE_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
+from ...toml_files import load_toml
 from .store_options import STORE_FLAG_ENV
 
 #: Settings read from an environment variable when their flag is not given; each
@@ -94,13 +94,7 @@ def chosen_parser(
 
 def read_config_file(path: str, settings: Mapping[str, argparse.Action]) -> dict[str, Any]:
     """The settings in the TOML file at ``path``, by destination, converted like flags."""
-    try:
-        with open(path, "rb") as handle:
-            document = tomllib.load(handle)
-    except OSError as error:
-        raise ConfigurationError(f"cannot read --config {path}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigurationError(f"--config {path} is not TOML: {error}") from None
+    document = load_toml(path, "--config", "a settings file")
     values: dict[str, Any] = {}
     for key, value in document.items():
         action = settings.get(key)
