@@ -205,7 +205,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("lifecycle.", "ops.", "conformance.", "viewer.", "config", "front_page"),
     ),
     ("the server", ("app",)),
-    ("the edges", ("cli.", "client.", "__main__")),
+    ("the edges", ("cli.", "client.", "entry", "__main__")),
 ]
 
 
