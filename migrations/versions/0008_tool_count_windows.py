@@ -66,18 +66,27 @@ _FORGET = (
 )
 _CHANGED = "OLD.started_at IS NOT NEW.started_at OR OLD.model_id IS NOT NEW.model_id"
 
-#: Every count row from before: its run's values (NULL without one).
-_BACKFILL = (
+#: Every count row from before: its run's values (NULL without one). SQLite: one lookup
+#: per count row (INDEXED BY: see the trigger below); Postgres: one join.
+_SQLITE_BACKFILL = (
     "UPDATE run_tool_calls SET (started_at, day, model_id) = ("
-    f"SELECT r.started_at, r.started_at / {DAY_MS}, r.model_id FROM runs AS r "
+    f"SELECT r.started_at, r.started_at / {DAY_MS}, r.model_id "
+    "FROM runs AS r INDEXED BY ix_runs_run_order "
     "WHERE r.tenant = run_tool_calls.tenant AND r.run_id = run_tool_calls.run_id LIMIT 1)"
+)
+_POSTGRES_BACKFILL = (
+    f"UPDATE run_tool_calls AS c SET started_at = r.started_at, day = r.started_at / {DAY_MS}, "
+    "model_id = r.model_id FROM runs AS r WHERE r.tenant = c.tenant AND r.run_id = c.run_id"
 )
 
 _SQLITE_UPGRADE = [
     # A new count row (an upsert that only adds to one is an UPDATE, which keeps them).
+    # INDEXED BY: without statistics SQLite would pick the covering ix_runs_started and
+    # read every run of the tenant (tenant=? only) for each new count row.
     "CREATE TRIGGER run_tool_calls_window AFTER INSERT ON run_tool_calls BEGIN "
     "UPDATE run_tool_calls SET (started_at, day, model_id) = ("
-    f"SELECT r.started_at, r.started_at / {DAY_MS}, r.model_id FROM runs AS r "
+    f"SELECT r.started_at, r.started_at / {DAY_MS}, r.model_id "
+    "FROM runs AS r INDEXED BY ix_runs_run_order "
     "WHERE r.tenant = NEW.tenant AND r.run_id = NEW.run_id LIMIT 1) "
     "WHERE tenant = NEW.tenant AND run_id = NEW.run_id AND tool = NEW.tool; END",
     f"CREATE TRIGGER runs_tool_calls_created AFTER INSERT ON runs BEGIN {_of_run('NEW')}; END",
@@ -134,7 +143,7 @@ def upgrade() -> None:
     sqlite = op.get_bind().dialect.name == "sqlite"
     for column in _columns():
         op.add_column("run_tool_calls", column)
-    _run([_BACKFILL])
+    _run([_SQLITE_BACKFILL if sqlite else _POSTGRES_BACKFILL])
     op.create_index(_INDEX, "run_tool_calls", list(RUN_TOOL_CALLS_DAY_COLUMNS))
     _run(_SQLITE_UPGRADE if sqlite else _POSTGRES_UPGRADE)
 
