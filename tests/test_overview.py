@@ -38,6 +38,7 @@ from bridge_store_sql import overview
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import downgrade
 from bridge_store_sql.statements import Session
+from bridge_store_sql.tables import TOOL_COUNT_TRIGGERS
 
 from .support.history import message
 
@@ -218,6 +219,28 @@ async def test_the_top_tools_read_one_index_range_in_group_order(
     steps = await backend.db.read(plan, what="test")
     assert len(steps) == 1, steps
     assert steps[0].startswith("SEARCH run_tool_calls USING COVERING INDEX ix_run_tool_calls_day")
+
+
+async def test_the_tool_count_triggers_come_and_go_with_revision_0008(url: str) -> None:
+    backend = open_backend(get_plugin_manager(), url)
+    assert isinstance(backend, SqlBackend)
+    await backend.start(migrate=True)
+    sqlite = url.startswith("sqlite")
+    names = sa.text(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        if sqlite
+        else "SELECT tgname AS name FROM pg_trigger WHERE NOT tgisinternal"
+    ).columns(sa.column("name", sa.Text()))
+
+    def triggers(conn: Session) -> set[str]:
+        return {row[0] for row in conn.execute(names)} & TOOL_COUNT_TRIGGERS
+
+    try:
+        assert await backend.db.read(triggers, what="test") == TOOL_COUNT_TRIGGERS
+        await backend.db.migrate(lambda conn: downgrade(conn, "0007"), what="test")
+        assert await backend.db.read(triggers, what="test") == set()
+    finally:
+        await backend.close()
 
 
 @pytest.mark.parametrize("revision", ["0005", "0007"])

@@ -163,8 +163,8 @@ run_tool_calls = sa.Table(
     sa.Column("day", sa.BigInteger(), nullable=True),
     sa.Column("model_id", _id(), nullable=True),
     sa.Index("ix_run_tool_calls_day", *RUN_TOOL_CALLS_DAY_COLUMNS),
-    # SQLite: the rows live in the key's b-tree, so the overview's join reads one
-    # b-tree, not an index and then the rows.
+    # SQLite: the rows live in the key's b-tree, so an append's count and a run's
+    # trigger (by tenant and run_id) read one b-tree, not an index and then the rows.
     sqlite_with_rowid=False,
 )
 
@@ -177,6 +177,18 @@ checkpoint_blobs = sa.Table(
     sa.Column("data", sa.LargeBinary(), nullable=False),
     # List order is (blob_id, agent_id).
     sa.Index("ix_checkpoint_blobs_order", "tenant", "blob_id", "agent_id"),
+)
+
+#: Revision 0008's triggers, which copy a run's started_at, day and model_id into its
+#: ``run_tool_calls`` rows (by name on both dialects; Postgres runs them through two
+#: plpgsql functions), are the database's own too, like the search index below.
+TOOL_COUNT_TRIGGERS = frozenset(
+    {
+        "run_tool_calls_window",
+        "runs_tool_calls_created",
+        "runs_tool_calls_updated",
+        "runs_tool_calls_deleted",
+    }
 )
 
 #: Full-text search (revision 0003, read by ``search.py``) is kept current by the

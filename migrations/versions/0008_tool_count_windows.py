@@ -119,13 +119,16 @@ _POSTGRES_UPGRADE = [
     f"{_of_run('NEW')}; RETURN NEW; END $$",
     "CREATE TRIGGER run_tool_calls_window BEFORE INSERT ON run_tool_calls "
     "FOR EACH ROW EXECUTE FUNCTION bridge_store_tool_calls_window()",
-    "CREATE TRIGGER runs_tool_calls_created AFTER INSERT OR DELETE ON runs "
+    "CREATE TRIGGER runs_tool_calls_created AFTER INSERT ON runs "
+    "FOR EACH ROW EXECUTE FUNCTION bridge_store_runs_tool_calls()",
+    "CREATE TRIGGER runs_tool_calls_deleted AFTER DELETE ON runs "
     "FOR EACH ROW EXECUTE FUNCTION bridge_store_runs_tool_calls()",
     "CREATE TRIGGER runs_tool_calls_updated AFTER UPDATE OF started_at, model_id ON runs "
     f"FOR EACH ROW WHEN ({_CHANGED.replace('IS NOT', 'IS DISTINCT FROM')}) "
     "EXECUTE FUNCTION bridge_store_runs_tool_calls()",
 ]
 _POSTGRES_DOWNGRADE = [
+    "DROP TRIGGER runs_tool_calls_deleted ON runs",
     "DROP TRIGGER runs_tool_calls_updated ON runs",
     "DROP TRIGGER runs_tool_calls_created ON runs",
     "DROP TRIGGER run_tool_calls_window ON run_tool_calls",
