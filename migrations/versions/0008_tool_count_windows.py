@@ -16,6 +16,10 @@ every range, as the join left a count without its run out). A count whose run do
 not exist yet holds NULL until the run is created. Rows from before are filled here
 in one statement.
 
+A later revision that rebuilds ``runs`` or ``run_tool_calls`` on SQLite (batch mode
+copies the table) drops these triggers with it and must create them again; the SQLite
+ones look a run up ``INDEXED BY ix_runs_run_order``, which must then stay.
+
 Revision ID: 0008
 Revises: 0007
 Create Date: 2026-12-01 19:30:00
