@@ -6,8 +6,11 @@ calls (completed, failed, some never ending), is counted by the SQL backend (rev
 every run and event, as the other backends are: the counts must be equal. An append
 repeated with its idempotency key, a restore and a deletion keep the tool counts
 equal to the log; revision 0006's backfill counts the events stored before it exactly
-as appends do. The overview made from the counts (days, models, nearest-rank
-percentiles, top tools, money) and the price table's checks are tested on their own.
+as appends do. Revision 0008's copies of a run's day and model in its tool counts
+follow the run as it is created, moved and deleted, and are filled for counts from
+before; the top tools are then one range of one index. The overview made from the
+counts (days, models, nearest-rank percentiles, top tools, money) and the price table's
+checks are tested on their own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from bridge_store.conformance.harness import StoreClient, run
 from bridge_store.errors import ConfigurationError
@@ -30,8 +34,11 @@ from bridge_store.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer.overview import percentile, priced, scan_counts, window
 from bridge_store.viewer.prices import load_prices
 from bridge_store.viewer.reader import HistoryReader, in_process
+from bridge_store_sql import overview
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import downgrade
+from bridge_store_sql.statements import Session
+from bridge_store_sql.tables import TOOL_COUNT_TRIGGERS
 
 from .support.history import message
 
@@ -156,13 +163,96 @@ async def test_restored_and_deleted_events_keep_the_tool_counts_right(
     assert indexed.tools == scanned.tools == []
 
 
-async def test_the_backfill_counts_old_events_as_appends_do(url: str, opened: OpenStores) -> None:
+async def test_tool_counts_follow_their_run_created_moved_and_deleted(
+    opened: OpenStores,
+) -> None:
+    client = StoreClient(stores=opened.stores, manager=get_plugin_manager(), principal=WRITER)
+    # Counted before its run exists: in no range until the run is created.
+    await client.call(
+        "runEvents", "append", tool_event("agent-9", "run-late", "c", "late_tool", "error")
+    )
+    indexed, scanned = await counted(opened)
+    assert normal(indexed) == normal(scanned)
+    assert "late_tool" not in {row.tool for row in indexed.tools}
+    late = run("run-late", "agent-9", startedAt=SINCE + 5, model={"id": "m-late"})
+    await client.call("runs", "create", {"run": late})
+    indexed, scanned = await counted(opened)
+    assert normal(indexed) == normal(scanned)
+    assert [(r.day, r.model, r.tool) for r in indexed.tools if r.tool == "late_tool"] == [
+        (SINCE // DAY_MS, "m-late", "late_tool")
+    ]
+    # Moved to another day and model, then out of the range, then deleted.
+    for fields in ({"startedAt": UNTIL - 1, "model": {"id": "m-2"}}, {"startedAt": UNTIL}):
+        await client.call("runs", "update", {"run": {**late, **fields}})
+        indexed, scanned = await counted(opened)
+        assert normal(indexed) == normal(scanned)
+    await client.call("runs", "update", {"run": late})
+    await client.call("runs", "delete", {"filter": {"runIds": ["run-late", "run-001"]}})
+    indexed, scanned = await counted(opened)
+    assert normal(indexed) == normal(scanned)
+    assert "late_tool" not in {row.tool for row in indexed.tools}
+
+
+async def test_a_range_not_on_day_bounds_counts_tools_exactly(opened: OpenStores) -> None:
+    stores = opened.stores
+    index = run_statistics(stores.agents, stores.runs)
+    assert index is not None
+    reader = HistoryReader(in_process(lambda: stores, WRITER))
+    since, until = SINCE + DAY_MS // 3, UNTIL - DAY_MS // 2
+    indexed = await index.counts(TENANT, since=since, until=until)
+    assert normal(indexed) == normal(await scan_counts(reader, since=since, until=until))
+
+
+async def test_the_top_tools_read_one_index_range_in_group_order(
+    url: str, opened: OpenStores
+) -> None:
+    if not url.startswith("sqlite"):
+        pytest.skip("the plan is SQLite's (EXPLAIN QUERY PLAN)")
+    backend = opened.backends[0]
+    assert isinstance(backend, SqlBackend)
+    query = overview.tools_query(TENANT, SINCE, UNTIL)
+
+    def plan(conn: Session) -> list[str]:
+        compiled = query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
+        return [row[3] for row in conn.execute(sa.text(f"EXPLAIN QUERY PLAN {compiled}"))]
+
+    steps = await backend.db.read(plan, what="test")
+    assert len(steps) == 1, steps
+    assert steps[0].startswith("SEARCH run_tool_calls USING COVERING INDEX ix_run_tool_calls_day")
+
+
+async def test_the_tool_count_triggers_come_and_go_with_revision_0008(url: str) -> None:
+    backend = open_backend(get_plugin_manager(), url)
+    assert isinstance(backend, SqlBackend)
+    await backend.start(migrate=True)
+    sqlite = url.startswith("sqlite")
+    names = sa.text(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        if sqlite
+        else "SELECT tgname AS name FROM pg_trigger WHERE NOT tgisinternal"
+    ).columns(sa.column("name", sa.Text()))
+
+    def triggers(conn: Session) -> set[str]:
+        return {row[0] for row in conn.execute(names)} & TOOL_COUNT_TRIGGERS
+
+    try:
+        assert await backend.db.read(triggers, what="test") == TOOL_COUNT_TRIGGERS
+        await backend.db.migrate(lambda conn: downgrade(conn, "0007"), what="test")
+        assert await backend.db.read(triggers, what="test") == set()
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("revision", ["0005", "0007"])
+async def test_the_backfill_counts_old_events_as_appends_do(
+    url: str, opened: OpenStores, revision: str
+) -> None:
     before, _ = await counted(opened)
     backend = open_backend(get_plugin_manager(), url)
     assert isinstance(backend, SqlBackend)
     await backend.start(migrate=False)
     try:
-        await backend.db.migrate(lambda conn: downgrade(conn, "0005"), what="test")
+        await backend.db.migrate(lambda conn: downgrade(conn, revision), what="test")
         await backend.upgrade_schema()
     finally:
         await backend.close()

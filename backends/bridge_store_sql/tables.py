@@ -51,6 +51,20 @@ RUNS_STARTED_COLUMNS = (
 )
 
 
+#: Revision 0008's index: a tenant's tool counts by their run's day, model and tool (the
+#: overview's group order, so it sums them as it reads them), with the run's time
+#: (exact range ends) and the sums, so the top tools read this index alone.
+RUN_TOOL_CALLS_DAY_COLUMNS = (
+    "tenant",
+    "day",
+    "model_id",
+    "tool",
+    "started_at",
+    "calls",
+    "failures",
+)
+
+
 def _created_by() -> sa.Column[str]:
     # Revision 0004: the name of the token that created the row, beside the document
     # (never in it); written by create only, NULL for rows from before.
@@ -142,8 +156,15 @@ run_tool_calls = sa.Table(
     sa.Column("tool", _id(), primary_key=True),
     sa.Column("calls", sa.BigInteger(), nullable=False),
     sa.Column("failures", sa.BigInteger(), nullable=False),
-    # SQLite: the rows live in the key's b-tree, so the overview's join reads one
-    # b-tree, not an index and then the rows.
+    # Revision 0008: the run's started_at, its day (started_at // a day's ms) and
+    # model_id, copied from runs by the database's own triggers (see the revision) on
+    # every write of either table; NULL while the run does not exist.
+    sa.Column("started_at", sa.BigInteger(), nullable=True),
+    sa.Column("day", sa.BigInteger(), nullable=True),
+    sa.Column("model_id", _id(), nullable=True),
+    sa.Index("ix_run_tool_calls_day", *RUN_TOOL_CALLS_DAY_COLUMNS),
+    # SQLite: the rows live in the key's b-tree, so an append's count and a run's
+    # trigger (by tenant and run_id) read one b-tree, not an index and then the rows.
     sqlite_with_rowid=False,
 )
 
@@ -156,6 +177,18 @@ checkpoint_blobs = sa.Table(
     sa.Column("data", sa.LargeBinary(), nullable=False),
     # List order is (blob_id, agent_id).
     sa.Index("ix_checkpoint_blobs_order", "tenant", "blob_id", "agent_id"),
+)
+
+#: Revision 0008's triggers, which copy a run's started_at, day and model_id into its
+#: ``run_tool_calls`` rows (by name on both dialects; Postgres runs them through two
+#: plpgsql functions), are the database's own too, like the search index below.
+TOOL_COUNT_TRIGGERS = frozenset(
+    {
+        "run_tool_calls_window",
+        "runs_tool_calls_created",
+        "runs_tool_calls_updated",
+        "runs_tool_calls_deleted",
+    }
 )
 
 #: Full-text search (revision 0003, read by ``search.py``) is kept current by the
