@@ -99,7 +99,12 @@ class SqliteDatabase(Database):
         self._loop_connection: Any = None
         self._loop_session: SqliteSession | None = None
 
-    def _configure(self, engine: sa.Engine, *, writer: bool, busy_timeout: int) -> None:
+    def _configure(
+        self, engine: sa.Engine, *, writer: bool, busy_timeout: int, wal_wait: int | None = None
+    ) -> None:
+        """``busy_timeout`` for the connection's statements; ``wal_wait`` (default: the
+        same) for the switch to WAL as it connects, which must wait its turn on a file
+        other processes hold even for a connection whose reads never wait."""
 
         @sa.event.listens_for(engine, "connect")
         def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -108,7 +113,7 @@ class SqliteDatabase(Database):
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
             cursor.execute(f"PRAGMA busy_timeout = {busy_timeout}")
-            connections.enable_wal(cursor, busy_timeout)
+            connections.enable_wal(cursor, busy_timeout if wal_wait is None else wal_wait)
             # In WAL mode NORMAL survives a crash of the process; a power loss may roll
             # back the last commits. FULL would fsync on every append.
             cursor.execute("PRAGMA synchronous = NORMAL")
@@ -156,9 +161,10 @@ class SqliteDatabase(Database):
         self._write_engine, self._read_engine = write_engine, read_engine
         sessions = functools.partial(SqliteSession, Compiler(write_engine.dialect))
         loop_engine = sa.create_engine(url, pool_size=1, **options)
-        self._configure(loop_engine, writer=False, busy_timeout=0)
+        self._configure(loop_engine, writer=False, busy_timeout=0, wal_wait=busy_timeout)
         self._loop_engine = loop_engine
-        self._loop_connection = loop_engine.raw_connection()
+        # Connecting may wait on other processes' locks (enable_wal): not on the loop.
+        self._loop_connection = await asyncio.to_thread(loop_engine.raw_connection)
         self._loop_session = sessions(self._loop_connection.driver_connection)
         self._writer = BatchingThreads(
             "bridge-store-sqlite-writer", 1, functools.partial(run_writes, write_engine, sessions)
