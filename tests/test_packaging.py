@@ -98,7 +98,7 @@ def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None
     entry_points = next(name for name in names if name.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[bridge_store.backends]" in text
-    assert "bridge-store = bridge_store.cli:main" in text
+    assert "bridge-store = bridge_store.entry:main" in text
 
 
 def install_from_the_wheelhouse(python: Path, wheel: Path, scratch: Path) -> None:
