@@ -13,8 +13,6 @@ chance, under load):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,16 +63,6 @@ async def test_a_primary_the_client_does_not_know_of_is_sent_the_script(
         await client.close_connections()
 
 
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(port=free_port(), directory=tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 async def _blocked(client: redis.asyncio.Redis) -> None:
     while int((await client.info("clients"))["blocked_clients"]) == 0:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
@@ -103,9 +91,9 @@ async def _unblocked_by_a_demotion(server: RedisServer) -> Exception:
 
 
 async def test_a_wait_unblocked_by_a_demotion_answers_unavailable(
-    standalone: RedisServer, make_cluster_url: MakeClusterUrl
+    redis_server: RedisServer, make_cluster_url: MakeClusterUrl
 ) -> None:
-    unblocked = await _unblocked_by_a_demotion(standalone)
+    unblocked = await _unblocked_by_a_demotion(redis_server)
     assert str(unblocked).startswith("UNBLOCKED")
     client = cluster_client(parse_url(make_cluster_url(wait_replicas="1")), BackendOptions())
     _answer_every_wait_with(client, unblocked)
