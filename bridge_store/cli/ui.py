@@ -13,6 +13,7 @@ from ..stores import StoreStack
 from ..viewer import UI_PATH
 from .shared.price_options import add_prices_argument, prices_from
 from .shared.read_options import add_direct_read_arguments
+from .shared.serve_options import add_listen_arguments
 from .shared.store_options import stack_from, tenant_from
 
 DEFAULT_PORT = 8788
@@ -26,15 +27,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "a store no server runs on. Prints 'bridge-store ready {JSON}' on stderr once "
         "listening; sign in with the token, which reads --tenant's history.",
     )
-    ui.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
-    )
-    ui.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help="port to listen on; 0 picks a free one (default: %(default)s)",
-    )
+    add_listen_arguments(ui, DEFAULT_PORT)
     ui.add_argument(
         "--auth-token-file",
         metavar="PATH",

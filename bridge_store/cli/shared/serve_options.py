@@ -21,18 +21,23 @@ from .tls import add_tls_arguments
 DEFAULT_PORT = 8787
 
 
+def add_listen_arguments(parser: argparse.ArgumentParser, default_port: int) -> None:
+    """``--host`` and ``--port``, for serve and for ``ui`` (each with its own port)."""
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=default_port,
+        help="port to listen on; 0 picks a free one (default: %(default)s)",
+    )
+
+
 def add_arguments(serve: argparse.ArgumentParser) -> None:
     """serve's options; ``config show`` takes the same, and they are the config file's keys."""
     add_config_argument(serve)
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
-    )
-    serve.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help="port to listen on; 0 picks a free one (default: %(default)s)",
-    )
+    add_listen_arguments(serve, DEFAULT_PORT)
     add_store_arguments(serve)
     serve.add_argument(
         "--auth-token-file",
