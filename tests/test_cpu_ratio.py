@@ -22,7 +22,7 @@ import pytest
 #: The most the memory path may cost, in multiples of the ceiling's CPU per call.
 MAX_RATIO = 2.5
 #: Many short rounds, the best of each target kept: on a 2-CPU VM a round's CPU time
-#: moves by up to 1.7x from one round to the next (steal, frequency), and three rounds
+#: moves by up to 1.7x from one round to the next (with 0 steal in /proc/stat), and three rounds
 #: of 6,000 calls gave ratios from 2.2 to 3.4 at one commit; the best of nine rounds of
 #: 4,000 gave 2.28-2.42 over four runs.
 CALLS = 4000
