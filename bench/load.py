@@ -34,7 +34,7 @@ from . import mix, servers
 from .load_checks import audit, phase_tag, preflight, seed
 from .load_report import Row, judge, open_loop_table, table
 from .loadgen import LoadResult, lua_script, run_wrk, wrk_path
-from .machine import cpu_seconds, machine
+from .machine import cpu_seconds, machine, settle
 from .openloop import OpenLoopResult, RequestSource, run_open_loop
 
 RESULTS = Path(__file__).parent / "results"
@@ -107,6 +107,9 @@ def measure(
     target: str, ops: Sequence[mix.Operation], world: mix.World, args: argparse.Namespace
 ) -> Row:
     row = Row(target)
+    if args.settle > 0:
+        waited, _ = settle(args.settle)
+        row.details["settle_waited_s"] = waited
     row.details["load_average_before"] = os.getloadavg()
     with (
         servers.running(target, serve_args=args.serve_args) as server,
@@ -217,6 +220,16 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         ),
     )
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=1.0,
+        metavar="LOAD",
+        help=(
+            "before each target, wait (at most 3 minutes) until the 1-minute load "
+            "average is under LOAD; 0 to start each target at once (default: 1.0)"
+        ),
+    )
+    parser.add_argument(
         "--json", type=Path, help="where to write results (default: bench/results/load-*.json)"
     )
     parser.add_argument(
@@ -233,6 +246,8 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown targets {unknown}; choose from {','.join(servers.TARGETS)}")
     if not 1 <= args.threads <= args.connections or args.duration <= 0 or args.warmup < 0:
         parser.error("need 1 <= threads <= connections, duration > 0 and warmup >= 0")
+    if args.settle < 0:
+        parser.error("--settle is a load average, 0 for no wait")
     if not 0 <= args.open_loop <= 1:
         parser.error("--open-loop is a fraction between 0 and 1")
     if args.open_rate < 0 or (args.open_rate and not args.open_loop):

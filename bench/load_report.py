@@ -160,8 +160,8 @@ def table(rows: list[Row]) -> str:
     """The closed-loop (wrk) table, one line per target."""
     lines = [
         "| target | ops/s | p50 ms | p99 ms | errors | CPU ms/op | vs reference | vs ceiling "
-        "| target met |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| target met | load before |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|--:|",
     ]
     for row in rows:
         timed = row.timed
@@ -179,9 +179,17 @@ def table(rows: list[Row]) -> str:
             _ratio(row, "vs_reference"),
             _ratio(row, "vs_ceiling"),
             _row_verdict(row),
+            _load_before(row),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _load_before(row: Row) -> str:
+    """The 1-minute load average as the target started: beside each figure, since a
+    target that starts on a busy machine measures the machine."""
+    load = row.details.get("load_average_before")
+    return "-" if load is None else f"{load[0]:.2f}"
 
 
 def open_loop_table(rows: list[Row]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import time
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -83,3 +85,28 @@ def machine() -> dict[str, Any]:
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(_git("status", "--porcelain", "--", "bridge_store", "backends")),
     }
+
+
+def settle(
+    below: float,
+    limit_s: float = 180.0,
+    *,
+    load: Callable[[], float] = lambda: os.getloadavg()[0],
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 5.0,
+) -> tuple[float, float]:
+    """Wait until the 1-minute load average is under ``below`` (at most ``limit_s``).
+
+    A benchmark run keeps both CPUs busy, so the next target would start at a load of
+    about 2 however quiet the machine is: the average falls by half in about 42 s
+    once the machine is idle. Returns (seconds waited, the load average then); the
+    caller records both, so a figure that started above ``below`` says so.
+    """
+    waited = 0.0
+    current = load()
+    while current >= below and waited < limit_s:
+        step = min(poll_s, limit_s - waited)
+        sleep(step)
+        waited += step
+        current = load()
+    return waited, current

@@ -16,7 +16,7 @@ from bench import mix
 from bench.load import _arguments, measure_or_report
 from bench.load_report import Row, judge, open_loop_table, table
 from bench.loadgen import LoadResult
-from bench.machine import cpu_seconds
+from bench.machine import cpu_seconds, settle
 from bench.openloop import OpenLoopResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
 from bridge_store.connect import CALL_STORE_PATH
@@ -80,13 +80,15 @@ def test_goals_pass_and_fail() -> None:
     assert [goal["met"] for goal in sqlite.goals] == [True, True]
     assert [goal["met"] for goal in postgres.goals] == [False, False]
     assert reference.goals == ceiling.goals == []
+    memory.details["load_average_before"] = (0.42, 0.3, 0.2)
     lines = table(rows).splitlines()
     assert lines[2].startswith("| memory | 6,000 | 1.00 | 5.00 | 0 | 0.160 | 6.00 | 0.67 | PASS: ")
+    assert lines[2].endswith(" | 0.42 |")
     assert lines[3].endswith(
-        "| 7.50 | 0.83 | PASS: >= 7,000 ops/s: 7,500 ok; open p99 < 5 ms: 4.0 ok |"
+        "| 7.50 | 0.83 | PASS: >= 7,000 ops/s: 7,500 ok; open p99 < 5 ms: 4.0 ok | - |"
     )
     assert "FAIL: >= 3,000 ops/s: 1,500 FAIL; open p99 < 5 ms: 6.0 FAIL" in lines[4]
-    assert lines[5].endswith("| 0 | - | 1.00 | 0.11 | - |")
+    assert lines[5].endswith("| 0 | - | 1.00 | 0.11 | - | - |")
 
 
 def test_open_loop_table() -> None:
@@ -133,7 +135,7 @@ def test_a_target_that_cannot_start_fails_its_row_only(monkeypatch: pytest.Monke
     monkeypatch.setattr(
         services, "POSTGRES_ADMIN_URL", f"postgresql://postgres@127.0.0.1:{closed_port}/postgres"
     )
-    args = _arguments(["--targets", "postgres"])
+    args = _arguments(["--targets", "postgres", "--settle", "0"])
     row = measure_or_report("postgres", mix.operations(), mix.build_world(1), args)
     assert not row.clean
     assert row.problems[0].startswith("could not run: ")
@@ -144,7 +146,7 @@ def test_arguments() -> None:
     args = _arguments(["--targets", "memory, ceiling", "--mix", "append", "--duration", "5"])
     assert args.targets == ["memory", "ceiling"]
     assert (args.mix, args.duration, args.warmup, args.connections) == ("append", 5, 3, 16)
-    assert (args.open_loop, args.open_rate) == (0.5, 0.0)
+    assert (args.open_loop, args.open_rate, args.settle) == (0.5, 0.0, 1.0)
     assert _arguments(["--open-rate", "1000"]).open_rate == 1000.0
     for bad in (
         ["--targets", "mongo"],
@@ -153,6 +155,7 @@ def test_arguments() -> None:
         ["--open-loop", "2"],
         ["--open-rate", "-1"],
         ["--open-rate", "1000", "--open-loop", "0"],
+        ["--settle", "-1"],
     ):
         with pytest.raises(SystemExit):
             _arguments(bad)
@@ -196,3 +199,16 @@ def test_server_cpu_counts_its_workers_too() -> None:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(timeout=60)
+
+
+def test_settle_waits_for_the_load_to_fall_and_no_longer_than_its_limit() -> None:
+    readings = iter([2.1, 1.6, 1.2, 0.9, 0.5])
+    slept: list[float] = []
+    assert settle(1.0, load=lambda: next(readings), sleep=slept.append) == (15.0, 0.9)
+    assert slept == [5.0, 5.0, 5.0]
+    slept.clear()
+    # A machine that stays busy: at most limit_s of waiting, the last step cut to fit.
+    assert settle(1.0, limit_s=12, load=lambda: 1.8, sleep=slept.append) == (12.0, 1.8)
+    assert slept == [5.0, 5.0, 2.0]
+    # Quiet already: no wait at all.
+    assert settle(1.0, load=lambda: 0.3, sleep=slept.append) == (0.0, 0.3)
