@@ -203,7 +203,11 @@ class _Run:
             "Content-Length: "
         ).encode("latin-1")
         self.wanted = connections
-        self.idle: list[_Connection] = []
+        # Idle connections are taken oldest first, as wrk takes each in turn: taken
+        # newest first, a run slower than the server kept the same one or two busy and
+        # left the rest unused past serve's 10 s first-request deadline, whose 408 and
+        # close could cross a request sent at that moment (read and status errors).
+        self.idle: collections.deque[_Connection] = collections.deque()
         self.queue: collections.deque[_Request] = collections.deque()
         self.latency: list[float] = []
         self.service: list[float] = []
@@ -233,7 +237,7 @@ class _Run:
 
     def _dispatch(self) -> None:
         while self.queue and self.idle:
-            connection = self.idle.pop()
+            connection = self.idle.popleft()
             request = self.queue.popleft()
             self.lag.append(time.perf_counter() - request.due)
             connection.send(request, self.head)
@@ -312,7 +316,7 @@ async def _drive(
         except TimeoutError:
             run.errors["timeout"] += run.outstanding
     elapsed = total / rate
-    run.close(opened + run.idle)
+    run.close(opened + list(run.idle))
     return run, elapsed
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 from typing import Any
 
@@ -101,6 +102,32 @@ def test_a_stall_counts_for_every_request_that_came_due_during_it() -> None:
         assert latencies[i] >= stall - (i + 1) / rate
     # And never less than the time its answer took once sent.
     assert all(latency >= service for latency, service in result.samples)
+
+
+def test_every_connection_carries_requests_in_turn() -> None:
+    # Each connection is used in turn, as wrk uses them: one left idle would meet the
+    # server's first-request deadline (10 s in serve) and fail the request it crossed.
+    clients: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        while (await receive()).get("more_body"):
+            pass
+        clients.append(tuple(scope["client"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    with running(app) as url:
+        result = run_open_loop(
+            url + "/", TOKEN, _source("agents.get"), rate=100, connections=4, duration=0.2
+        )
+    assert result.load.error_count == 0
+    assert len(clients) == 20
+    assert sorted(collections.Counter(clients).values()) == [5, 5, 5, 5]
 
 
 def test_errors_are_counted_never_as_answers() -> None:
