@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -20,7 +21,7 @@ from .tables import agents as t
 from .upsert import insert_if_absent
 
 
-def _row(tenant: str, agent: Document) -> dict[str, object]:
+def _row(tenant: str, agent: Document) -> dict[str, Any]:
     return {
         "tenant": tenant,
         "agent_id": agent["agentId"],
@@ -91,7 +92,9 @@ class SqlAgents:
         def work(conn: Session) -> bool:
             return insert_if_absent(conn, t, row)
 
-        if not await self._db.write(work, what="agents.create", atomic=False, retry=False):
+        if not await self._db.write(
+            work, what="agents.create", atomic=False, retry=False, doc_bytes=len(row["doc"])
+        ):
             raise already_exists(f"agent {agent['agentId']} already exists")
         return agent
 
@@ -101,7 +104,9 @@ class SqlAgents:
         def work(conn: Session) -> int:
             return conn.execute(_UPDATE, params).rowcount
 
-        if not await self._db.write(work, what="agents.update", atomic=False, retry=True):
+        if not await self._db.write(
+            work, what="agents.update", atomic=False, retry=True, doc_bytes=len(params["b_doc"])
+        ):
             raise not_found(f"agent {agent['agentId']} not found")
         return agent
 

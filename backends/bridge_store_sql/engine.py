@@ -74,12 +74,16 @@ class Database(abc.ABC):
         """Run ``work``, one read statement, outside any transaction."""
 
     @abc.abstractmethod
-    async def write(self, work: Work[T], *, what: str, atomic: bool, retry: bool) -> T:
+    async def write(
+        self, work: Work[T], *, what: str, atomic: bool, retry: bool, doc_bytes: int | None = None
+    ) -> T:
         """Run ``work`` as one write.
 
         ``retry``: the work may run twice with the same result as once (an update, a
         delete, an append carrying an idempotency key), so a connection found dead
         mid-call is replaced and the work repeated instead of failing the call.
+        ``doc_bytes``: the size of the one document the work writes, where the caller
+        knows it; a backend may run a small write more directly (SQLite, on the loop).
         """
 
     @abc.abstractmethod

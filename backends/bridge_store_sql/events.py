@@ -219,7 +219,11 @@ class SqlRunEvents:
 
         try:
             seq, stored = await self._db.write(
-                work, what="runEvents.append", atomic=False, retry=key is not None
+                work,
+                what="runEvents.append",
+                atomic=False,
+                retry=key is not None,
+                doc_bytes=len(doc),
             )
         except sa_exc.IntegrityError:
             # Only a racing append with the same key on Postgres, committed between our

@@ -128,7 +128,9 @@ class PostgresDatabase(Database):
     async def read(self, work: Work[T], *, what: str) -> T:
         return await self._run(work, atomic=False, retry=True, what=what)
 
-    async def write(self, work: Work[T], *, what: str, atomic: bool, retry: bool) -> T:
+    async def write(
+        self, work: Work[T], *, what: str, atomic: bool, retry: bool, doc_bytes: int | None = None
+    ) -> T:
         # Not atomic: one self-contained statement, in autocommit (one round trip).
         return await self._run(work, atomic=atomic, retry=retry, what=what)
 

@@ -107,7 +107,9 @@ class SqlRuns:
         def work(conn: Session) -> bool:
             return insert_if_absent(conn, t, row)
 
-        if not await self._db.write(work, what="runs.create", atomic=False, retry=False):
+        if not await self._db.write(
+            work, what="runs.create", atomic=False, retry=False, doc_bytes=len(row["doc"])
+        ):
             raise already_exists(f"run {run['runId']} of agent {run['agentId']} already exists")
         return run
 
@@ -117,7 +119,9 @@ class SqlRuns:
         def work(conn: Session) -> int:
             return conn.execute(_UPDATE, params).rowcount
 
-        if not await self._db.write(work, what="runs.update", atomic=False, retry=True):
+        if not await self._db.write(
+            work, what="runs.update", atomic=False, retry=True, doc_bytes=len(params["b_doc"])
+        ):
             raise not_found(f"run {run['runId']} of agent {run['agentId']} not found")
         return run
 
