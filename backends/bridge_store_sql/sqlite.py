@@ -95,12 +95,14 @@ class SqliteSession(Session):
 
 
 class SqliteDatabase(Database):
-    """One SQLite file: a writer thread and a pool of reader threads.
+    """One SQLite file: a writer thread, a pool of reader threads, and two connections
+    of the event loop's own.
 
-    sqlite3 calls block, so they never run on the event loop; work goes to threads in
-    batches (:mod:`.sqlite_threads`). The single writer thread also serializes this
-    process's writes, which SQLite would serialize anyway; other processes queue on
-    the file lock.
+    sqlite3 calls block, so work goes to threads in batches (:mod:`.sqlite_threads`),
+    except work shorter than a hand-over: ``LOOP_READS``, and ``LOOP_WRITES`` when
+    nothing else is in flight, on the loop's connections, which never wait for a lock.
+    The single writer thread serializes this process's other writes, which SQLite
+    would serialize anyway; other processes queue on the file lock.
     """
 
     dialect: Literal["sqlite", "postgresql"] = "sqlite"
