@@ -21,6 +21,9 @@ from bridge_store_sql.sqlite_threads import (
 )
 from bridge_store_sql.statements import Compiler, Session
 
+#: How long these writes wait for the write lock (nobody else holds it here).
+LOCK_WAIT_MS = 1000
+
 
 @pytest.fixture
 def engine(tmp_path: Path) -> sa.Engine:
@@ -59,7 +62,7 @@ def batch_of(*works: functools.partial[str]) -> list[Job[str]]:
 
 def test_a_batch_commits_together(engine: sa.Engine) -> None:
     batch = batch_of(*(functools.partial(insert, key) for key in "abc"))
-    run_writes(engine, sessions(engine), batch)
+    run_writes(engine, sessions(engine), LOCK_WAIT_MS, batch)
     assert [(job.failed, job.outcome) for job in batch] == [
         (False, "a"),
         (False, "b"),
@@ -69,13 +72,13 @@ def test_a_batch_commits_together(engine: sa.Engine) -> None:
 
 
 def test_a_failing_job_fails_alone(engine: sa.Engine) -> None:
-    run_writes(engine, sessions(engine), batch_of(functools.partial(insert, "dup")))
+    run_writes(engine, sessions(engine), LOCK_WAIT_MS, batch_of(functools.partial(insert, "dup")))
     batch = batch_of(
         functools.partial(insert, "x"),
         functools.partial(insert, "dup"),
         functools.partial(insert, "y"),
     )
-    run_writes(engine, sessions(engine), batch)
+    run_writes(engine, sessions(engine), LOCK_WAIT_MS, batch)
     assert [job.failed for job in batch] == [False, True, False]
     assert isinstance(batch[1].outcome, sa.exc.IntegrityError)
     # The batch's transaction rolled back, then each job ran alone: x and y are stored once.
@@ -83,7 +86,7 @@ def test_a_failing_job_fails_alone(engine: sa.Engine) -> None:
 
 
 def test_reads_fail_per_job(engine: sa.Engine) -> None:
-    run_writes(engine, sessions(engine), batch_of(functools.partial(insert, "a")))
+    run_writes(engine, sessions(engine), LOCK_WAIT_MS, batch_of(functools.partial(insert, "a")))
 
     def count(conn: Session) -> int:
         return int(conn.scalar(sa.text("SELECT count(*) FROM t")) or 0)
@@ -114,7 +117,7 @@ class RecordingBatches:
 
     def __call__(self, batch: list[Job[Any]]) -> None:
         self.sizes.append(len(batch))
-        run_writes(self.engine, sessions(self.engine), batch)
+        run_writes(self.engine, sessions(self.engine), LOCK_WAIT_MS, batch)
 
 
 async def test_submissions_of_one_loop_turn_run_as_one_batch(engine: sa.Engine) -> None:

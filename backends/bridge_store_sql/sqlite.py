@@ -57,7 +57,7 @@ LOOP_WRITES_PER_THREAD_WRITE = 32
 
 
 #: What a connection that may not wait (busy_timeout 0) gets when another holds a lock.
-_BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_BUSY = connections.SQLITE_BUSY_CODES
 
 
 class SqliteSession(Session):
@@ -132,7 +132,9 @@ class SqliteDatabase(Database):
     ) -> None:
         """``busy_timeout`` for the connection's statements; ``wal_wait`` (default: the
         same) for the switch to WAL as it connects, which must wait its turn on a file
-        other processes hold even for a connection whose reads never wait."""
+        other processes hold even for a connection whose reads never wait, and for a
+        writer's ``BEGIN IMMEDIATE`` (:func:`.connections.begin_immediate`)."""
+        lock_wait = busy_timeout if wal_wait is None else wal_wait
 
         @sa.event.listens_for(engine, "connect")
         def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -154,7 +156,9 @@ class SqliteDatabase(Database):
             @sa.event.listens_for(engine, "begin")
             def on_begin(conn: sa.Connection) -> None:
                 # Migrations too take the write lock up front (see sqlite_threads).
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                connections.begin_immediate(
+                    lambda: conn.exec_driver_sql("BEGIN IMMEDIATE"), lock_wait
+                )
 
     def require_existing(self) -> None:
         path = self.settings.path
@@ -184,7 +188,9 @@ class SqliteDatabase(Database):
         write_engine = sa.create_engine(url, pool_size=1, **options)
         read_engine = sa.create_engine(url, pool_size=readers, **options)
         busy_timeout = self.settings.busy_timeout_ms
-        self._configure(write_engine, writer=True, busy_timeout=busy_timeout)
+        # The writer waits for the write lock itself, asking often (begin_immediate),
+        # not through SQLite's busy handler, whose sleeps grow to 100 ms.
+        self._configure(write_engine, writer=True, busy_timeout=0, wal_wait=busy_timeout)
         self._configure(read_engine, writer=False, busy_timeout=busy_timeout)
         self._write_engine, self._read_engine = write_engine, read_engine
         sessions = functools.partial(SqliteSession, Compiler(write_engine.dialect))
@@ -204,7 +210,9 @@ class SqliteDatabase(Database):
         driver.execute("PRAGMA wal_autocheckpoint = 0")
         self._loop_write_session = sessions(driver)
         self._writer = BatchingThreads(
-            "bridge-store-sqlite-writer", 1, functools.partial(run_writes, write_engine, sessions)
+            "bridge-store-sqlite-writer",
+            1,
+            functools.partial(run_writes, write_engine, sessions, busy_timeout),
         )
         self._readers = BatchingThreads(
             "bridge-store-sqlite-reader",

@@ -31,6 +31,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 
+from .connections import begin_immediate
+
 T = TypeVar("T")
 
 
@@ -200,10 +202,13 @@ def run_reads(engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]) -> N
                 job.fail(error)
 
 
-def run_writes(engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]) -> None:
-    """The batch in one transaction; on any failure, each job in its own."""
+def run_writes(
+    engine: sa.Engine, sessions: Sessions, lock_wait_ms: int, batch: list[Job[Any]]
+) -> None:
+    """The batch in one transaction; on any failure, each job in its own. Each waits
+    up to ``lock_wait_ms`` for the write lock."""
     if len(batch) > 1 and all(job.batchable for job in batch):
-        outcomes = _in_one_transaction(engine, sessions, batch)
+        outcomes = _in_one_transaction(engine, sessions, lock_wait_ms, batch)
         if outcomes is not None:
             for job, outcome in zip(batch, outcomes, strict=True):
                 job.succeed(outcome)
@@ -215,17 +220,19 @@ def run_writes(engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]) -> 
                 with engine.begin() as conn:
                     job.succeed(job.run(conn))
             else:
-                job.succeed(_transaction(engine, sessions, [job])[0])
+                job.succeed(_transaction(engine, sessions, lock_wait_ms, [job])[0])
         except Exception as error:
             job.fail(error)
 
 
-def _transaction(engine: sa.Engine, sessions: Sessions, jobs: list[Job[Any]]) -> list[Any]:
+def _transaction(
+    engine: sa.Engine, sessions: Sessions, lock_wait_ms: int, jobs: list[Job[Any]]
+) -> list[Any]:
     """The jobs' outcomes in one write transaction, committed; rolled back if any fails."""
     with _checked_out(engine, sessions) as session:
         # Take the write lock up front: a deferred transaction that reads and then
         # writes can fail with SQLITE_BUSY without waiting at all.
-        session.command("BEGIN IMMEDIATE")
+        begin_immediate(lambda: session.command("BEGIN IMMEDIATE"), lock_wait_ms)
         try:
             outcomes = [job.run(session) for job in jobs]
             session.command("COMMIT")
@@ -237,11 +244,11 @@ def _transaction(engine: sa.Engine, sessions: Sessions, jobs: list[Job[Any]]) ->
 
 
 def _in_one_transaction(
-    engine: sa.Engine, sessions: Sessions, batch: list[Job[Any]]
+    engine: sa.Engine, sessions: Sessions, lock_wait_ms: int, batch: list[Job[Any]]
 ) -> list[Any] | None:
     """Every job's outcome, committed together; None if any failed (all rolled back)."""
     try:
-        return _transaction(engine, sessions, batch)
+        return _transaction(engine, sessions, lock_wait_ms, batch)
     except Exception:
         # Which job failed, and whether the others would have succeeded alone, is
         # found by running each in its own transaction next.
