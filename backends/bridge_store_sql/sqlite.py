@@ -24,6 +24,7 @@ from bridge_store.substores import PoolStats
 from . import connections, errors
 from .engine import Database, SchemaWork, Work
 from .settings import SqliteSettings
+from .sqlite_checkpoints import Checkpointer, checkpoint_connection
 from .sqlite_threads import BatchingThreads, ClosedError, run_reads, run_writes
 from .statements import Bound, Compiler, Result, Session
 
@@ -48,12 +49,6 @@ LOOP_WRITES = frozenset(
 #: The largest document such a write may carry: beyond it, the statements (the
 #: full-text index's above all) would hold the loop for longer than a hand-over costs.
 LOOP_WRITE_MAX_BYTES = 16 * 1024
-#: The loop's write connection never checkpoints the WAL (a checkpoint copies up to
-#: a thousand pages and syncs: milliseconds the loop would stand still); one write in
-#: this many that could run on the loop goes to the writer thread instead, whose
-#: commits checkpoint once the WAL passes SQLite's 1,000 pages, so the WAL stays near
-#: that size however long a client writes one call at a time.
-LOOP_WRITES_PER_THREAD_WRITE = 32
 
 
 #: What a connection that may not wait (busy_timeout 0) gets when another holds a lock.
@@ -124,8 +119,7 @@ class SqliteDatabase(Database):
         self._loop_write_session: SqliteSession | None = None
         #: Work handed to the threads and not yet answered.
         self._in_flight = 0
-        #: Writes that could have run on the loop, counted for LOOP_WRITES_PER_THREAD_WRITE.
-        self._loop_writable = 0
+        self._checkpointer: Checkpointer | None = None
 
     def _configure(
         self, engine: sa.Engine, *, writer: bool, busy_timeout: int, wal_wait: int | None = None
@@ -147,7 +141,10 @@ class SqliteDatabase(Database):
             # In WAL mode NORMAL survives a crash of the process; a power loss may roll
             # back the last commits. FULL would fsync on every append.
             cursor.execute("PRAGMA synchronous = NORMAL")
-            if not writer:
+            if writer:
+                # Checkpoints run on a thread of their own (sqlite_checkpoints).
+                cursor.execute("PRAGMA wal_autocheckpoint = 0")
+            else:
                 cursor.execute("PRAGMA query_only = 1")
             cursor.close()
 
@@ -206,9 +203,7 @@ class SqliteDatabase(Database):
         self._configure(loop_write_engine, writer=True, busy_timeout=0, wal_wait=busy_timeout)
         self._loop_write_engine = loop_write_engine
         self._loop_write_connection = await asyncio.to_thread(loop_write_engine.raw_connection)
-        driver = self._loop_write_connection.driver_connection
-        driver.execute("PRAGMA wal_autocheckpoint = 0")
-        self._loop_write_session = sessions(driver)
+        self._loop_write_session = sessions(self._loop_write_connection.driver_connection)
         self._writer = BatchingThreads(
             "bridge-store-sqlite-writer",
             1,
@@ -219,6 +214,8 @@ class SqliteDatabase(Database):
             readers,
             functools.partial(run_reads, read_engine, sessions),
         )
+        self._checkpointer = Checkpointer(functools.partial(checkpoint_connection, str(path)))
+        self._checkpointer.start()
 
     async def close(self) -> None:
         engines = [
@@ -245,6 +242,9 @@ class SqliteDatabase(Database):
         # back, it is never cut off.
         for worker in workers:
             await worker.close()
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await asyncio.to_thread(checkpointer.close)
 
         def dispose() -> None:
             for engine in engines:
@@ -291,16 +291,23 @@ class SqliteDatabase(Database):
             and doc_bytes is not None
             and doc_bytes <= LOOP_WRITE_MAX_BYTES
         ):
-            self._loop_writable += 1
-            if self._loop_writable % LOOP_WRITES_PER_THREAD_WRITE:
-                written = _write_on_loop(session, work, what)
-                if written is not _LOCKED:
-                    return cast("T", written)
-        return await self._submit(self._writer, work, what)
+            written = _write_on_loop(session, work, what)
+            if written is not _LOCKED:
+                self._written()
+                return cast("T", written)
+        outcome = await self._submit(self._writer, work, what)
+        self._written()
+        return outcome
+
+    def _written(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.written()
 
     async def migrate(self, work: SchemaWork[T], *, what: str) -> T:
         # BEGIN IMMEDIATE already keeps other processes' upgrades out until commit.
-        return await self._submit(self._writer, work, what, batchable=False, schema=True)
+        outcome = await self._submit(self._writer, work, what, batchable=False, schema=True)
+        self._written()
+        return outcome
 
     async def inspect(self, work: SchemaWork[T], *, what: str) -> T:
         return await self._submit(self._readers, work, what, schema=True)
