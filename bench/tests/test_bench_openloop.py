@@ -60,8 +60,9 @@ def test_requests_follow_the_schedule_and_fill_holes_like_the_wrk_script() -> No
     assert len(set(created)) == len(created)
 
 
-def _stalling_app(stall_seconds: float) -> Any:
-    """Answers every request at once, except the first, which it holds ``stall_seconds``."""
+def _stalling_app(stall_seconds: float, clients: list[Any] | None = None) -> Any:
+    """Answers every request at once, except the first, which it holds ``stall_seconds``;
+    notes each request's client address in ``clients``."""
     answered = 0
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -73,6 +74,8 @@ def _stalling_app(stall_seconds: float) -> Any:
             return
         while (await receive()).get("more_body"):
             pass
+        if clients is not None:
+            clients.append(tuple(scope["client"]))
         answered += 1
         if answered == 1:
             await asyncio.sleep(stall_seconds)
@@ -108,20 +111,7 @@ def test_every_connection_carries_requests_in_turn() -> None:
     # Each connection is used in turn, as wrk uses them: one left idle would meet the
     # server's first-request deadline (10 s in serve) and fail the request it crossed.
     clients: list[Any] = []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        while (await receive()).get("more_body"):
-            pass
-        clients.append(tuple(scope["client"]))
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"{}"})
-
-    with running(app) as url:
+    with running(_stalling_app(0.0, clients)) as url:
         result = run_open_loop(
             url + "/", TOKEN, _source("agents.get"), rate=100, connections=4, duration=0.2
         )
