@@ -26,6 +26,12 @@ logger = logging.getLogger(__name__)
 SQLITE_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
+def is_busy(error: sa.exc.DBAPIError) -> bool:
+    """Whether SQLite refused ``error``'s statement because another connection holds
+    a lock (not for anything the statement itself did)."""
+    return getattr(error.orig, "sqlite_errorcode", None) in SQLITE_BUSY_CODES
+
+
 def enable_wal(cursor: Any, busy_timeout_ms: int) -> None:
     """Switch the file to WAL, waiting up to the busy timeout for other connections.
 
@@ -71,8 +77,7 @@ def begin_immediate(begin: Callable[[], object], busy_timeout_ms: int) -> None:
             begin()
             return
         except sa.exc.OperationalError as error:
-            busy = getattr(error.orig, "sqlite_errorcode", None) in SQLITE_BUSY_CODES
-            if not busy or time.monotonic() >= deadline:
+            if not is_busy(error) or time.monotonic() >= deadline:
                 raise
         time.sleep(WRITE_LOCK_POLL_SECONDS)
 

@@ -25,7 +25,7 @@ from . import connections, errors
 from .engine import Database, SchemaWork, Work
 from .settings import SqliteSettings
 from .sqlite_checkpoints import Checkpointer, checkpoint_connection
-from .sqlite_threads import BatchingThreads, ClosedError, run_reads, run_writes
+from .sqlite_threads import BatchingThreads, ClosedError, committed, run_reads, run_writes
 from .statements import Bound, Compiler, Result, Session
 
 T = TypeVar("T")
@@ -49,10 +49,6 @@ LOOP_WRITES = frozenset(
 #: The largest document such a write may carry: beyond it, the statements (the
 #: full-text index's above all) would hold the loop for longer than a hand-over costs.
 LOOP_WRITE_MAX_BYTES = 16 * 1024
-
-
-#: What a connection that may not wait (busy_timeout 0) gets when another holds a lock.
-_BUSY = connections.SQLITE_BUSY_CODES
 
 
 class SqliteSession(Session):
@@ -258,7 +254,7 @@ class SqliteDatabase(Database):
             try:
                 return work(session)
             except sa_exc.OperationalError as error:
-                if getattr(error.orig, "sqlite_errorcode", None) not in _BUSY:
+                if not connections.is_busy(error):
                     errors.reraise(error, what)
                 # The file is locked for a moment (a checkpoint, a recovery): wait for
                 # it on a reader thread, never on the loop.
@@ -344,19 +340,11 @@ def _write_on_loop(session: SqliteSession, work: Work[T], what: str) -> T | obje
     try:
         session.command("BEGIN IMMEDIATE")
     except sa_exc.OperationalError as error:
-        if getattr(error.orig, "sqlite_errorcode", None) in _BUSY:
+        if connections.is_busy(error):
             return _LOCKED
         errors.reraise(error, what)
+    # The commit never checkpoints (wal_autocheckpoint 0): that is sqlite_checkpoints'.
     try:
-        outcome = work(session)
-        # A commit that passes the WAL's autocheckpoint size copies the log into the
-        # file here, as the writer thread's would: a few ms, on a loop with nothing
-        # else of this database in flight.
-        session.command("COMMIT")
-    except BaseException as error:
-        if session.driver.in_transaction:
-            session.command("ROLLBACK")
-        if isinstance(error, Exception):
-            errors.reraise(error, what)
-        raise
-    return outcome
+        return committed(session, work)
+    except Exception as error:
+        errors.reraise(error, what)

@@ -47,6 +47,8 @@ class SqliteSession(Protocol):
         """A statement without parameters or rows: BEGIN, COMMIT, ROLLBACK."""
 
 
+S = TypeVar("S", bound=SqliteSession)
+
 #: Makes a session over a pooled sqlite3 connection.
 Sessions = Callable[[sqlite3.Connection], SqliteSession]
 
@@ -233,14 +235,20 @@ def _transaction(
         # Take the write lock up front: a deferred transaction that reads and then
         # writes can fail with SQLITE_BUSY without waiting at all.
         begin_immediate(lambda: session.command("BEGIN IMMEDIATE"), lock_wait_ms)
-        try:
-            outcomes = [job.run(session) for job in jobs]
-            session.command("COMMIT")
-        except BaseException:
-            if session.driver.in_transaction:
-                session.command("ROLLBACK")
-            raise
-        return outcomes
+        return committed(session, lambda conn: [job.run(conn) for job in jobs])
+
+
+def committed(session: S, work: Callable[[S], T]) -> T:
+    """``work`` in the transaction ``session`` has begun, then its commit; rolled back
+    if either fails (the writer thread's transactions and the loop's write)."""
+    try:
+        outcome = work(session)
+        session.command("COMMIT")
+    except BaseException:
+        if session.driver.in_transaction:
+            session.command("ROLLBACK")
+        raise
+    return outcome
 
 
 def _in_one_transaction(
