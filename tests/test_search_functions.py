@@ -26,10 +26,9 @@ OLD_TEXT, OLD_NAME = "search_text_0007", "search_name_0003"
 
 
 def _old_functions() -> list[str]:
-    search = importlib.import_module("bridge_store_migrations.versions.0003_search")
-    tools = importlib.import_module("bridge_store_migrations.versions.0007_search_tools")
-    name = next(s for s in search._POSTGRES_UPGRADE if "FUNCTION bridge_store_search_name" in s)
-    text = tools._postgres_function(tools=True)
+    """The SQL functions 0009's way down puts back, under the names above."""
+    plpgsql = importlib.import_module("bridge_store_migrations.versions.0009_search_plpgsql")
+    name, text = plpgsql._sql_functions()
     return [
         text.replace("FUNCTION bridge_store_search_text(", f"FUNCTION {OLD_TEXT}("),
         name.replace("FUNCTION bridge_store_search_name(", f"FUNCTION {OLD_NAME}("),
