@@ -34,6 +34,7 @@ from bridge_store_sql.engine import MIGRATION_LOCK_KEY
 from bridge_store_sql.migrate import MIGRATIONS_PACKAGE, head_revision, upgrade
 from bridge_store_sql.tables import (
     POSTGRES_SEARCH_INDEXES,
+    SQLITE_KEY_CONSTRAINT,
     SQLITE_SEARCH_TABLES,
     VERSION_TABLE,
     metadata,
@@ -74,15 +75,36 @@ def downgrade(connection: sa.Connection, revision: str) -> None:
 
 
 def schema_differences(connection: sa.Connection) -> list[Any]:
+    sqlite = connection.dialect.name == "sqlite"
+
     def declared(name: str | None, kind: str, parents: Any) -> bool:
-        # The search index is the database's own (tables.py says which objects).
+        # The search index is the database's own (tables.py says which objects);
+        # SQLite keeps the key's uniqueness in a constraint, checked apart below.
+        if sqlite and name == SQLITE_KEY_CONSTRAINT:
+            return False
         return name not in SEARCH_OBJECTS
+
+    def compared(item: Any, name: str | None, kind: str, reflected: bool, other: Any) -> bool:
+        return declared(name, kind, None)
 
     context = MigrationContext.configure(
         connection,
-        opts={"version_table": VERSION_TABLE, "compare_type": True, "include_name": declared},
+        opts={
+            "version_table": VERSION_TABLE,
+            "compare_type": True,
+            "include_name": declared,
+            "include_object": compared,
+        },
     )
     differences: list[Any] = compare_metadata(context, metadata)
+    if sqlite:
+        constraints = sa.inspect(connection).get_unique_constraints("run_events")
+        key = {
+            "name": SQLITE_KEY_CONSTRAINT,
+            "column_names": ["tenant", "run_id", "idempotency_key"],
+        }
+        if key not in constraints:
+            differences.append(("unique constraint missing", key, constraints))
     return differences
 
 
@@ -133,8 +155,8 @@ def test_migrations_ship_as_a_package_resource() -> None:
     assert any(name.startswith("0006_") and name.endswith(".py") for name in versions)
     assert any(name.startswith("0007_") and name.endswith(".py") for name in versions)
     assert any(name.startswith("0008_") and name.endswith(".py") for name in versions)
-    assert any(name.startswith("0009_") and name.endswith(".py") for name in versions)
-    assert head_revision() == "0009"
+    assert any(name.startswith("0010_") and name.endswith(".py") for name in versions)
+    assert head_revision() == "0010"
 
 
 async def test_sqlite_upgrades_to_head_with_the_declared_schema(tmp_path: Path) -> None:

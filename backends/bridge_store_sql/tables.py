@@ -139,11 +139,25 @@ run_events = sa.Table(
     # statement that writes the row.
     sa.Column("doc", sa.Text(), nullable=False),
     # Deduplication is the database's job: racing appends with one key cannot both
-    # insert. NULL keys never conflict with each other.
-    sa.UniqueConstraint(
-        "tenant", "run_id", "idempotency_key", name="uq_run_events_idempotency_key"
+    # insert. NULL keys never conflict with each other. On Postgres (revision 0010) a
+    # unique index over the rows with a key, which the list's plan cannot take in
+    # place of the primary key; on SQLite the table's UNIQUE constraint of 0002
+    # (SQLITE_KEY_CONSTRAINT).
+    sa.Index(
+        "uq_run_events_idempotency_key",
+        "tenant",
+        "run_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     ),
 )
+
+#: On SQLite, the uniqueness of (tenant, run_id, idempotency_key) is the table's own
+#: constraint of revision 0002, not the index declared above: only a rebuild of
+#: ``run_events`` could turn one into the other, and SQLite never mistook it for the
+#: primary key. The schema comparison in the tests checks it apart.
+SQLITE_KEY_CONSTRAINT = "uq_run_events_idempotency_key"
 
 run_tool_calls = sa.Table(
     "run_tool_calls",
