@@ -26,7 +26,7 @@ import os
 import pstats
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,14 @@ from uvicorn.server import ServerState
 
 from bridge_store.cli.shared.serving import UVICORN_SETTINGS
 from bridge_store.connect import CALL_STORE_PATH
+from testkit.services import postgres_database, redis_prefix
 
 from . import mix
 
 TOKEN = "bench-cpu-per-call-" + "0" * 24
-TARGETS = ("memory", "sqlite", "ceiling")
+#: postgres and redis use the servers the tests use (testkit.services), each call a round
+#: trip to them: their own CPU is not in the figure, the driver's is.
+TARGETS = ("memory", "sqlite", "postgres", "redis", "ceiling")
 #: Calls sent before the measured ones: imports, caches and the first pages are warm.
 WARMUP_CALLS = 2000
 
@@ -183,7 +186,23 @@ async def _connection(app: Any) -> AsyncIterator[Callable[[bytes], Any]]:
         await lifespan.shutdown()
 
 
-def _app(target: str, directory: Path) -> Any:
+@contextlib.contextmanager
+def _store_url(target: str) -> Iterator[str]:
+    """A new, empty store of ``target``'s backend; removed afterwards."""
+    if target == "memory":
+        yield "memory://"
+    elif target == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="bench-cpu-per-call-") as directory:
+            yield f"sqlite:///{Path(directory)}/bench.db"
+    elif target == "postgres":
+        with postgres_database() as url:
+            yield url
+    else:
+        with redis_prefix() as url:
+            yield url
+
+
+def _app(target: str, url: str) -> Any:
     if target == "ceiling":
         from .servers import ceiling_app
 
@@ -192,7 +211,6 @@ def _app(target: str, directory: Path) -> Any:
     from bridge_store.config import ServerConfig
     from bridge_store.stores import Routes
 
-    url = "memory://" if target == "memory" else f"sqlite:///{directory}/bench.db"
     # What `bridge-store serve --store URL` builds: metrics, viewer, one token.
     return create_app(ServerConfig(routes=Routes.single(url), auth_token=TOKEN))
 
@@ -201,8 +219,8 @@ async def _measure(
     target: str, calls: int, profile: cProfile.Profile | None, mix_name: str
 ) -> Measured:
     world = mix.build_world(active_runs=4)
-    with tempfile.TemporaryDirectory(prefix="bench-cpu-per-call-") as directory:
-        async with _connection(_app(target, Path(directory))) as send:
+    with _store_url(target) as url:
+        async with _connection(_app(target, url)) as send:
             if target != "ceiling":
                 for request in seed_requests(world):
                     status = await send(request)

@@ -9,7 +9,7 @@ pool and sends its statements with asyncpg's ``fetch``/``execute``
 The work functions are plain functions, shared with SQLite's worker threads; on
 Postgres a unit runs in one greenlet on the event loop, and each statement awaits
 asyncpg from inside it (``await_only``), so a unit costs one greenlet, not one per
-statement.
+statement, and that greenlet is one kept from an earlier unit (:mod:`.greenlets`).
 
 A driver failure leaves the session as SQLAlchemy's ``DBAPIError`` of the matching
 class (``IntegrityError`` for a unique violation...), with the statement but never its
@@ -29,7 +29,7 @@ import sqlalchemy.exc as sa_exc
 import sqlalchemy.ext.asyncio
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
-from sqlalchemy.util import await_only, greenlet_spawn
+from sqlalchemy.util import await_only
 
 from bridge_store.errors import ConfigurationError, unavailable
 from bridge_store.substores import BackendOptions, PoolStats
@@ -37,6 +37,7 @@ from bridge_store.urls import redact
 
 from . import connections, errors
 from .engine import MIGRATION_LOCK_KEY, Database, Work
+from .greenlets import run_unit
 from .settings import PostgresSettings
 from .statements import Bound, Compiler, Result, Session
 
@@ -236,7 +237,7 @@ class PostgresDatabase(Database):
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                return await greenlet_spawn(unit)
+                return await run_unit(unit)
             except Exception as error:
                 if attempt < attempts and errors.is_disconnect(error):
                     continue

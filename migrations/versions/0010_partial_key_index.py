@@ -3,12 +3,14 @@
 ``uq_run_events_idempotency_key`` was a UNIQUE constraint on (tenant, run_id,
 idempotency_key), an index whose first two columns are the primary key's. Until a
 table is analyzed (a new store; a server whose autovacuum is off) Postgres estimates
-one row for any run and sees the two indexes as equally cheap for the list's
-``WHERE tenant = ... AND run_id = ... AND seq > ... ORDER BY seq LIMIT ...``. It
-often took the key index, then read every event of the run, dropped those at or
-before the cursor with a filter and sorted the rest: a poll of a long run read all
-of it. Under ``bench load`` on a fresh store the list took the key index in most of
-its plans, and that index's reads grew with each run's length (docs/performance.md).
+one row for any run and costs an index by its height. The key index held an entry
+per event, the bridge's NULL keys deduplicated, so it stayed a level shallower than
+the primary key, and for the list's ``WHERE tenant = ... AND run_id = ... AND seq >
+... ORDER BY seq LIMIT ...`` Postgres often took it: it read every event of the run,
+dropped those at or before the cursor with a filter and sorted the rest, so a poll
+of a long run read all of it. Under ``bench load`` on a fresh store every session's
+first plans took the key index and half the sessions kept it, the index's reads
+growing with each run's length (docs/sql.md has the figures).
 
 The uniqueness now lives in a unique index over the rows that have a key. Nothing
 changes for what is stored or refused: NULL keys never conflicted, and two events
