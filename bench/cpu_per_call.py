@@ -6,8 +6,9 @@ protocol under the HTTP guard, the settings of ``bridge-store serve``) on an
 in-memory transport, one request at a time on one keep-alive connection, and divides
 the process's CPU time (every thread, ``time.process_time``) by the calls answered.
 Everything a call costs in Python and in the C extensions is in the figure: the HTTP
-parser, uvicorn, the app, the backend, the event loop's turns; only the socket's
-system calls and the wake-ups between two processes are not.
+parser, uvicorn, the app, the backend, the event loop's turns; only the HTTP socket's
+system calls and the wake-ups between two processes are not (a postgres or redis
+target's round trips to its server are counted, on this process's side).
 
 CPU time, unlike ops/s, hardly moves when other processes share the machine, so this
 compares two commits, or two targets, on a busy machine. ``ceiling`` is
