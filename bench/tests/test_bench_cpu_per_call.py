@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import redis
 
@@ -27,19 +30,18 @@ def test_every_target_is_a_measurable_one() -> None:
         measure("s3", 10)
 
 
-@pytest.mark.postgres
-def test_postgres_calls_are_all_answered_and_the_database_dropped() -> None:
-    before = bench_databases()
-    result = measure("postgres", 60)
-    assert (result.target, result.calls, result.failed) == ("postgres", 60, 0)
+@pytest.mark.parametrize(
+    ("target", "leftovers"),
+    [
+        pytest.param("postgres", bench_databases, marks=pytest.mark.postgres),
+        pytest.param("redis", bench_keys, marks=pytest.mark.redis),
+    ],
+)
+def test_calls_are_all_answered_and_the_store_removed(
+    target: str, leftovers: Callable[[], set[Any]]
+) -> None:
+    before = leftovers()
+    result = measure(target, 60)
+    assert (result.target, result.calls, result.failed) == (target, 60, 0)
     assert result.cpu_seconds > 0
-    assert bench_databases() <= before
-
-
-@pytest.mark.redis
-def test_redis_calls_are_all_answered_and_the_keys_deleted() -> None:
-    before = bench_keys()
-    result = measure("redis", 60)
-    assert (result.target, result.calls, result.failed) == ("redis", 60, 0)
-    assert result.cpu_seconds > 0
-    assert bench_keys() <= before
+    assert leftovers() <= before
