@@ -189,7 +189,10 @@ async def _connection(app: Any) -> AsyncIterator[Callable[[bytes], Any]]:
 
 @contextlib.contextmanager
 def _store_url(target: str) -> Iterator[str]:
-    """A new, empty store of ``target``'s backend; removed afterwards."""
+    """A new, empty store of ``target``'s backend; removed afterwards.
+
+    The ceiling has no store: it gets no URL, and touches no server.
+    """
     if target == "memory":
         yield "memory://"
     elif target == "sqlite":
@@ -198,9 +201,11 @@ def _store_url(target: str) -> Iterator[str]:
     elif target == "postgres":
         with postgres_database() as url:
             yield url
-    else:
+    elif target == "redis":
         with redis_prefix() as url:
             yield url
+    else:
+        yield ""
 
 
 def _app(target: str, url: str) -> Any:

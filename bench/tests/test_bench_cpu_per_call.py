@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import redis
 
+from bench import cpu_per_call
 from bench.cpu_per_call import TARGETS, measure
 from testkit.services import POSTGRES_ADMIN_URL, REDIS_URL, fetch
 
@@ -45,3 +46,13 @@ def test_calls_are_all_answered_and_the_store_removed(
     assert (result.target, result.calls, result.failed) == (target, 60, 0)
     assert result.cpu_seconds > 0
     assert leftovers() <= before
+
+
+def test_the_ceiling_and_memory_touch_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a target without a server made a store on one")
+
+    monkeypatch.setattr(cpu_per_call, "postgres_database", refuse)
+    monkeypatch.setattr(cpu_per_call, "redis_prefix", refuse)
+    for target in ("ceiling", "memory"):
+        assert measure(target, 20).failed == 0
