@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,20 +43,47 @@ def _matching(
     return conditions
 
 
+#: Where a list page's cursor binds.
+_AFTER = ("b_after_updated_at", "b_after_agent_id")
+
+
+@functools.cache
+def _list_statement(by_cwd: bool, paged: bool) -> sa.Select[tuple[str]]:
+    """The list statement of one shape, built once (see ``_GET`` below): four in all."""
+    conditions = [t.c.tenant == sa.bindparam("b_tenant")]
+    if by_cwd:
+        conditions.append(t.c.cwd == sa.bindparam("b_cwd"))
+    query = sa.select(t.c.doc).where(*conditions)
+    if paged:
+        query = query.where(
+            keyset.after_bound((t.c.updated_at, t.c.agent_id), _AFTER, descending=True)
+        )
+    return query.order_by(t.c.updated_at.desc(), t.c.agent_id.desc()).limit(
+        sa.bindparam("b_limit", type_=sa.BigInteger())
+    )
+
+
+def list_statement(
+    tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
+) -> tuple[sa.Select[tuple[str]], dict[str, Any]]:
+    """Newest first; with ``cwd`` the (tenant, cwd, updated_at, agent_id) index serves it.
+
+    The statement (one of four, built once) and its parameters.
+    """
+    params: dict[str, Any] = {"b_tenant": tenant, "b_limit": limit}
+    if cwd is not None:
+        params["b_cwd"] = cwd
+    if after is not None:
+        params.update(zip(_AFTER, (after.updated_at, after.agent_id), strict=True))
+    return _list_statement(cwd is not None, after is not None), params
+
+
 def list_query(
     tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
 ) -> sa.Select[tuple[str]]:
-    """Newest first; with ``cwd`` the (tenant, cwd, updated_at, agent_id) index serves it."""
-    query = sa.select(t.c.doc).where(*_matching(tenant, None, cwd))
-    if after is not None:
-        query = query.where(
-            keyset.after(
-                (t.c.updated_at, t.c.agent_id),
-                (after.updated_at, after.agent_id),
-                descending=True,
-            )
-        )
-    return query.order_by(t.c.updated_at.desc(), t.c.agent_id.desc()).limit(limit)
+    """The list statement with its parameters bound (for EXPLAIN in the plan tests)."""
+    statement, params = list_statement(tenant, cwd=cwd, after=after, limit=limit)
+    return statement.params(**params)
 
 
 # Built once with bound parameters: constructing a statement per call and computing
@@ -119,10 +147,10 @@ class SqlAgents:
     async def list(
         self, tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
     ) -> list[Document]:
-        query = list_query(tenant, cwd=cwd, after=after, limit=limit)
+        statement, params = list_statement(tenant, cwd=cwd, after=after, limit=limit)
 
         def work(conn: Session) -> list[str]:
-            return list(conn.scalars(query))
+            return list(conn.scalars(statement, params))
 
         return [
             jsontext.loads_document(text) for text in await self._db.read(work, what="agents.list")

@@ -26,3 +26,15 @@ def after(
     ]
     left, right = sa.tuple_(*columns), sa.tuple_(*values)
     return left < right if descending else left > right
+
+
+def after_bound(
+    columns: Sequence[sa.Column[Any]], names: Sequence[str], *, descending: bool = False
+) -> sa.ColumnElement[bool]:
+    """:func:`after` with the position left to bind: parameter ``names[i]`` is column i's
+    value, so one statement built once serves every cursor."""
+    values = [
+        sa.bindparam(name, type_=column.type) for column, name in zip(columns, names, strict=True)
+    ]
+    left, right = sa.tuple_(*columns), sa.tuple_(*values)
+    return left < right if descending else left > right

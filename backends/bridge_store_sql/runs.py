@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,19 +46,75 @@ def _matching(
     return conditions
 
 
-def list_query(
+#: Where a list page's cursor binds.
+_AFTER = ("b_after_turn_number", "b_after_run_id", "b_after_agent_id")
+#: Id filters of one to this many ids get a statement built once per length (the bridge
+#: lists the runs of one agent); longer and empty ones are built per call.
+SHAPED_IDS_LIMIT = 8
+
+
+@functools.cache
+def _list_statement(
+    agent_ids: int | None, run_ids: int | None, paged: bool
+) -> sa.Select[tuple[str]]:
+    """The list statement of one shape (how many ids each filter has, whether paged),
+    built once (see agents.py): at most 2 x 9 x 9 of them."""
+    conditions = [t.c.tenant == sa.bindparam("b_tenant")]
+    if agent_ids is not None:
+        conditions.append(t.c.agent_id.in_(_id_params(t.c.agent_id, "b_agent", agent_ids)))
+    if run_ids is not None:
+        conditions.append(t.c.run_id.in_(_id_params(t.c.run_id, "b_run", run_ids)))
+    query = sa.select(t.c.doc).where(*conditions)
+    if paged:
+        query = query.where(keyset.after_bound((t.c.turn_number, t.c.run_id, t.c.agent_id), _AFTER))
+    return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(
+        sa.bindparam("b_limit", type_=sa.BigInteger())
+    )
+
+
+def _id_params(column: sa.Column[str], prefix: str, count: int) -> list[sa.BindParameter[str]]:
+    # Typed like the column, as the other parameters are by their comparisons.
+    return [sa.bindparam(f"{prefix}_{index}", type_=column.type) for index in range(count)]
+
+
+def list_statement(
     tenant: str,
     *,
     agent_ids: Sequence[str] | None,
     run_ids: Sequence[str] | None,
     after: RunPosition | None,
     limit: int,
-) -> sa.Select[tuple[str]]:
-    """Runs in (turn_number, run_id, agent_id) order.
+) -> tuple[sa.Select[tuple[str]], dict[str, Any] | None]:
+    """Runs in (turn_number, run_id, agent_id) order: the statement and its parameters.
 
     Unfiltered, by one agent or by one run id, an index holds the rows in list order
     (see tables.py), so a page reads ``limit`` index entries wherever the cursor is.
     """
+    if any(
+        ids is not None and not 0 < len(ids) <= SHAPED_IDS_LIMIT for ids in (agent_ids, run_ids)
+    ):
+        return _list_built(tenant, agent_ids, run_ids, after, limit), None
+    params: dict[str, Any] = {"b_tenant": tenant, "b_limit": limit}
+    for prefix, ids in (("b_agent", agent_ids), ("b_run", run_ids)):
+        params.update((f"{prefix}_{index}", value) for index, value in enumerate(ids or ()))
+    if after is not None:
+        params.update(zip(_AFTER, (after.turn_number, after.run_id, after.agent_id), strict=True))
+    shape = _list_statement(
+        None if agent_ids is None else len(agent_ids),
+        None if run_ids is None else len(run_ids),
+        after is not None,
+    )
+    return shape, params
+
+
+def _list_built(
+    tenant: str,
+    agent_ids: Sequence[str] | None,
+    run_ids: Sequence[str] | None,
+    after: RunPosition | None,
+    limit: int,
+) -> sa.Select[tuple[str]]:
+    """The list statement with its values in it, built for one call: long id filters."""
     query = sa.select(t.c.doc).where(*_matching(tenant, agent_ids, run_ids))
     if after is not None:
         query = query.where(
@@ -67,6 +124,21 @@ def list_query(
             )
         )
     return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(limit)
+
+
+def list_query(
+    tenant: str,
+    *,
+    agent_ids: Sequence[str] | None,
+    run_ids: Sequence[str] | None,
+    after: RunPosition | None,
+    limit: int,
+) -> sa.Select[tuple[str]]:
+    """The list statement with its parameters bound (for EXPLAIN in the plan tests)."""
+    statement, params = list_statement(
+        tenant, agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit
+    )
+    return statement if params is None else statement.params(**params)
 
 
 # Built once with bound parameters (see agents.py).
@@ -144,10 +216,12 @@ class SqlRuns:
         after: RunPosition | None,
         limit: int,
     ) -> list[Document]:
-        query = list_query(tenant, agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit)
+        statement, params = list_statement(
+            tenant, agent_ids=agent_ids, run_ids=run_ids, after=after, limit=limit
+        )
 
         def work(conn: Session) -> list[str]:
-            return list(conn.scalars(query))
+            return list(conn.scalars(statement, params))
 
         return [
             jsontext.loads_document(text) for text in await self._db.read(work, what="runs.list")
