@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import hashlib
-import hmac
 import logging
 import os
 import re
@@ -105,28 +104,27 @@ def token_digest(token: str | bytes) -> bytes:
     return hashlib.sha256(raw).digest()
 
 
-#: What a registry compares a presented token with: each entry's digest and principal
+#: What a registry looks a presented token up in: each entry's principal by its digest
 #: (made once, not per call).
-_Table = tuple[tuple[bytes, Principal], ...]
+_Table = dict[bytes, Principal]
 
 
 def _table(entries: Sequence[TokenEntry]) -> _Table:
-    return tuple((entry.sha256, entry.principal) for entry in entries)
+    # An entry listed twice: the later one wins, as it did when every entry was compared.
+    return {entry.sha256: entry.principal for entry in entries}
 
 
 def _match(table: _Table, presented: bytes) -> Principal | None:
-    """The principal of the entry whose digest is ``presented``'s, comparing every entry.
+    """The principal of the entry whose digest is ``presented``'s: one lookup, whatever
+    the number of tokens.
 
-    Digests have one length whatever was presented, every entry is compared (no early
-    exit) and compare_digest takes the same time for a match and a miss: the time
-    taken reveals neither which entry matched nor how close a guess came.
+    It was a ``compare_digest`` with every entry, which cost 11.5 us a call with 300
+    tokens and 787 us with 20,000. Timing can tell an attacker no more now: what is
+    compared is the SHA-256 of what they sent, never a token, so a lookup's time
+    depends at most on how that digest's bytes and hash relate to a stored digest, and
+    choosing a token whose digest comes near a stored one takes a preimage of SHA-256.
     """
-    digest = hashlib.sha256(presented).digest()
-    found: Principal | None = None
-    for stored, principal in table:
-        if hmac.compare_digest(digest, stored):
-            found = principal
-    return found
+    return table.get(hashlib.sha256(presented).digest())
 
 
 class TokenRegistry:
