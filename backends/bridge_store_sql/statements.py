@@ -12,8 +12,9 @@ arguments SQLAlchemy's own compiler produces for that dialect.
 
 Statements built once with bound parameters (the substores' module constants) are
 compiled on first use and found again by identity; the driver then finds its prepared
-statement by the same text (asyncpg's statement cache, sqlite3's). A statement built
-per call (a filtered list, a delete) is compiled per call: those are the rare calls.
+statement by the same text (asyncpg's statement cache, sqlite3's). The agents and runs
+lists are built once per shape (``list_statement``). A statement built per call (a
+delete, a list filtered by many ids) is compiled per call: those are the rare calls.
 
 The tables' column types (text, bigint, bytes) need no conversion on either driver,
 so rows are the driver's own (asyncpg ``Record``, sqlite3 tuples): read by index or
