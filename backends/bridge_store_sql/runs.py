@@ -46,7 +46,8 @@ def _matching(
     return conditions
 
 
-#: Where a list page's cursor binds.
+#: The list order, and where a list page's cursor binds.
+_ORDER = (t.c.turn_number, t.c.run_id, t.c.agent_id)
 _AFTER = ("b_after_turn_number", "b_after_run_id", "b_after_agent_id")
 #: Id filters of one to this many ids get a statement built once per length (the bridge
 #: lists the runs of one agent); longer and empty ones are built per call.
@@ -66,10 +67,8 @@ def _list_statement(
         conditions.append(t.c.run_id.in_(_id_params(t.c.run_id, "b_run", run_ids)))
     query = sa.select(t.c.doc).where(*conditions)
     if paged:
-        query = query.where(keyset.after_bound((t.c.turn_number, t.c.run_id, t.c.agent_id), _AFTER))
-    return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(
-        sa.bindparam("b_limit", type_=sa.BigInteger())
-    )
+        query = query.where(keyset.after_bound(_ORDER, _AFTER))
+    return query.order_by(*_ORDER).limit(sa.bindparam("b_limit", type_=sa.BigInteger()))
 
 
 def _id_params(column: sa.Column[str], prefix: str, count: int) -> list[sa.BindParameter[str]]:
@@ -117,13 +116,8 @@ def _list_built(
     """The list statement with its values in it, built for one call: long id filters."""
     query = sa.select(t.c.doc).where(*_matching(tenant, agent_ids, run_ids))
     if after is not None:
-        query = query.where(
-            keyset.after(
-                (t.c.turn_number, t.c.run_id, t.c.agent_id),
-                (after.turn_number, after.run_id, after.agent_id),
-            )
-        )
-    return query.order_by(t.c.turn_number, t.c.run_id, t.c.agent_id).limit(limit)
+        query = query.where(keyset.after(_ORDER, (after.turn_number, after.run_id, after.agent_id)))
+    return query.order_by(*_ORDER).limit(limit)
 
 
 def list_query(
