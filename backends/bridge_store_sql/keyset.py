@@ -24,8 +24,7 @@ def after(
         sa.literal(value, type_=column.type)
         for column, value in zip(columns, position, strict=True)
     ]
-    left, right = sa.tuple_(*columns), sa.tuple_(*values)
-    return left < right if descending else left > right
+    return _beyond(columns, values, descending)
 
 
 def after_bound(
@@ -36,5 +35,11 @@ def after_bound(
     values = [
         sa.bindparam(name, type_=column.type) for column, name in zip(columns, names, strict=True)
     ]
+    return _beyond(columns, values, descending)
+
+
+def _beyond(
+    columns: Sequence[sa.Column[Any]], values: Sequence[sa.ColumnElement[Any]], descending: bool
+) -> sa.ColumnElement[bool]:
     left, right = sa.tuple_(*columns), sa.tuple_(*values)
     return left < right if descending else left > right

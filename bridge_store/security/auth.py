@@ -124,7 +124,7 @@ def _match(table: _Table, presented: bytes) -> Principal | None:
     depends at most on how that digest's bytes and hash relate to a stored digest, and
     choosing a token whose digest comes near a stored one takes a preimage of SHA-256.
     """
-    return table.get(hashlib.sha256(presented).digest())
+    return table.get(token_digest(presented))
 
 
 class TokenRegistry:
