@@ -205,7 +205,7 @@ class RunEvents:
         # The answer is built from the caller's own event, as runs and agents answer
         # with the document given, and as the SQL backends answer an append.
         answer = stored_event(event, len(log) + 1)
-        stored = jsontext.dumps(answer)
+        stored = jsontext.dumps_kept(answer)
         log.append(stored)
         if key is not None:
             self._by_key[(run_id, key)] = stored
@@ -219,7 +219,7 @@ class RunEvents:
             if key is not None and (run_id, key) in self._by_key:
                 raise duplicate_key(run_id, key)
         for event in new:
-            stored = jsontext.dumps(event)
+            stored = jsontext.dumps_kept(event)
             self._logs.setdefault(run_id, []).append(stored)
             if event["idempotencyKey"] is not None:
                 self._by_key[(run_id, event["idempotencyKey"])] = stored

@@ -28,6 +28,17 @@ def dumps(value: Any, *, allow_nan: bool = True) -> bytes:
         return json.dumps(value, separators=(",", ":"), allow_nan=allow_nan).encode("ascii")
 
 
+def dumps_kept(value: Any) -> bytes:
+    """:func:`dumps` for text kept after the call, in its own allocation.
+
+    orjson hands back its whole growth buffer, never shrunk: 4 KiB for a few bytes of
+    JSON, 8 KiB for a 1 KiB event, 32 KiB for 3 KiB. Text held in memory for the
+    server's lifetime is copied to its own size (about 0.1 us for 1 KiB), or the
+    memory backend kept eight times the events it stores.
+    """
+    return b"".join((dumps(value), b""))
+
+
 def dumps_text(value: Any) -> str:
     """Compact JSON as a str."""
     return dumps(value).decode("utf-8")
