@@ -4,6 +4,13 @@ Each method runs without awaiting, so it is atomic on the event loop. Every list
 order is kept in sorted indexes (globally and per filter value), so a page is a binary
 search and a slice, as on the other backends, not a sort of every row
 (bench/scaling.py: a page of 100,000 agents took hundreds of milliseconds that way).
+
+Documents are kept as JSON text, the encoding every other backend stores: orjson
+parses one in C where the deep copy this replaced walked its parts in Python (178
+bytecodes for each agent read back), and stored text is nobody else's object by
+construction. Values JSON text cannot hold come back as the other backends give them
+back (NaN as null). Beside each document, what its removal needs: its sort key and
+the value it is filtered by.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from bridge_store.substores import (
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 
-from .indexes import Grouped, Index, copy_json
+from .indexes import Grouped, Index
 
 AgentKey = tuple[int, str]
 
@@ -35,31 +42,35 @@ def _agent_order(position: AgentPosition) -> AgentKey:
 
 class Agents:
     def __init__(self) -> None:
-        self.rows: dict[str, Document] = {}
+        #: Each agent's document as JSON text, by id.
+        self.rows: dict[str, bytes] = {}
+        #: Each agent's sort key and cwd, by id.
+        self._keys: dict[str, tuple[AgentKey, str]] = {}
         #: Who created each agent, beside its document (substores: "Who started it").
         self.creators: dict[str, str] = {}
         self._order: Index[AgentKey] = Index()
         self._by_cwd: Grouped[str, AgentKey] = Grouped()
 
     def _put(self, agent: Document) -> None:
-        old = self.rows.get(agent["agentId"])
-        if old is not None:
-            self._drop(old)
-        row = copy_json(agent)
-        key = _agent_order(agent_position(row))
-        self.rows[row["agentId"]] = row
+        agent_id = agent["agentId"]
+        if agent_id in self.rows:
+            self._drop(agent_id)
+        key = _agent_order(agent_position(agent))
+        cwd = agent["cwd"]
+        self.rows[agent_id] = jsontext.dumps_kept(agent)
+        self._keys[agent_id] = (key, cwd)
         self._order.add(key)
-        self._by_cwd.add(row["cwd"], key)
+        self._by_cwd.add(cwd, key)
 
-    def _drop(self, row: Document) -> None:
-        key = _agent_order(agent_position(row))
-        del self.rows[row["agentId"]]
+    def _drop(self, agent_id: str) -> None:
+        key, cwd = self._keys.pop(agent_id)
+        del self.rows[agent_id]
         self._order.remove(key)
-        self._by_cwd.remove(row["cwd"], key)
+        self._by_cwd.remove(cwd, key)
 
     def get(self, agent_id: str) -> Document | None:
         row = self.rows.get(agent_id)
-        return copy_json(row) if row is not None else None
+        return jsontext.loads_document(row) if row is not None else None
 
     def create(self, agent: Document, creator: str | None) -> Document:
         if agent["agentId"] in self.rows:
@@ -77,20 +88,19 @@ class Agents:
 
     def delete(self, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
         if agent_ids is not None:
-            found = (self.rows.get(agent_id) for agent_id in dict.fromkeys(agent_ids))
-            doomed = [row for row in found if row is not None]
+            doomed = [agent_id for agent_id in dict.fromkeys(agent_ids) if agent_id in self.rows]
         else:
-            doomed = list(self.rows.values())
-        for row in doomed:
-            if cwd is None or row["cwd"] == cwd:
-                self._drop(row)
-                self.creators.pop(row["agentId"], None)
+            doomed = list(self.rows)
+        for agent_id in doomed:
+            if cwd is None or self._keys[agent_id][1] == cwd:
+                self._drop(agent_id)
+                self.creators.pop(agent_id, None)
 
     def list(self, *, cwd: str | None, after: AgentPosition | None, limit: int) -> list[Document]:
         # List order is descending: the indexes are read backwards.
         index = self._order if cwd is None else self._by_cwd.get(cwd)
         keys = index.before(None if after is None else _agent_order(after), limit)
-        return [copy_json(self.rows[agent_id]) for _, agent_id in keys]
+        return [jsontext.loads_document(self.rows[agent_id]) for _, agent_id in keys]
 
 
 RunKey = tuple[int, str, str]
@@ -102,7 +112,10 @@ def _run_order(position: RunPosition) -> RunKey:
 
 class Runs:
     def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], Document] = {}
+        #: Each run's document as JSON text, by (agent id, run id).
+        self._rows: dict[tuple[str, str], bytes] = {}
+        #: Each run's sort key, by (agent id, run id).
+        self._keys: dict[tuple[str, str], RunKey] = {}
         self.creators: dict[tuple[str, str], str] = {}
         self._order: Index[RunKey] = Index()
         self._by_agent: Grouped[str, RunKey] = Grouped()
@@ -113,26 +126,25 @@ class Runs:
 
     def _put(self, run: Document) -> None:
         ref = (run["agentId"], run["runId"])
-        old = self._rows.get(ref)
-        if old is not None:
-            self._drop(old)
-        row = copy_json(run)
-        key = _run_order(run_position(row))
-        self._rows[ref] = row
+        if ref in self._rows:
+            self._drop(ref)
+        key = _run_order(run_position(run))
+        self._rows[ref] = jsontext.dumps_kept(run)
+        self._keys[ref] = key
         self._order.add(key)
         self._by_agent.add(ref[0], key)
         self._by_run.add(ref[1], key)
 
-    def _drop(self, row: Document) -> None:
-        key = _run_order(run_position(row))
-        del self._rows[(row["agentId"], row["runId"])]
+    def _drop(self, ref: tuple[str, str]) -> None:
+        key = self._keys.pop(ref)
+        del self._rows[ref]
         self._order.remove(key)
-        self._by_agent.remove(row["agentId"], key)
-        self._by_run.remove(row["runId"], key)
+        self._by_agent.remove(ref[0], key)
+        self._by_run.remove(ref[1], key)
 
     def get(self, agent_id: str, run_id: str) -> Document | None:
         row = self._rows.get((agent_id, run_id))
-        return copy_json(row) if row is not None else None
+        return jsontext.loads_document(row) if row is not None else None
 
     def create(self, run: Document, creator: str | None) -> Document:
         key = (run["agentId"], run["runId"])
@@ -155,7 +167,7 @@ class Runs:
             if (agent_ids is None or agent_id in agent_ids) and (
                 run_ids is None or run_id in run_ids
             ):
-                self._drop(self._rows[(agent_id, run_id)])
+                self._drop((agent_id, run_id))
                 self.creators.pop((agent_id, run_id), None)
 
     def list(
@@ -179,19 +191,13 @@ class Runs:
             keys = self._by_agent.after(agent_ids, start, limit)
         else:
             keys = self._order.after(start, limit)
-        return [copy_json(self._rows[(agent_id, run_id)]) for _, run_id, agent_id in keys]
+        return [
+            jsontext.loads_document(self._rows[(agent_id, run_id)]) for _, run_id, agent_id in keys
+        ]
 
 
 class RunEvents:
-    """Each run's events as JSON text, the encoding every other backend stores.
-
-    Events are the one document kind whose count grows without bound and whose pages
-    are read back whole, so they are kept as text: orjson writes and parses one in C in
-    about the time ``copy_json`` takes to walk its parts in Python (the memory path's
-    largest cost of its own in ``bench cpu-per-call``), and a stored event is
-    nobody else's object by construction. Values JSON text cannot hold come back as
-    the other backends give them back (NaN as null).
-    """
+    """Each run's events as JSON text (see the module's docstring), in seq order."""
 
     def __init__(self) -> None:
         self._logs: dict[str, list[bytes]] = {}
