@@ -56,3 +56,21 @@ def test_the_ceiling_and_memory_touch_no_server(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cpu_per_call, "redis_prefix", refuse)
     for target in ("ceiling", "memory"):
         assert measure(target, 20).failed == 0
+
+
+def test_bytecode_counts_are_the_same_on_every_run() -> None:
+    """What --bytecodes prints depends on the code alone, not on the machine's load."""
+    counts = []
+    for _ in range(2):
+        counter = cpu_per_call.BytecodeCounter()
+        assert measure("memory", 40, counter, "agents.get").failed == 0
+        counts.append(counter.bytecodes)
+    assert counts[0] == counts[1]
+    assert counter.calls["connect.py:CallStoreEndpoint.__call__"] == 40
+    ceiling = cpu_per_call.BytecodeCounter()
+    measure("ceiling", 40, ceiling, "agents.get")
+    assert not any(name.startswith("connect.py:CallStoreEndpoint") for name in ceiling.bytecodes)
+    assert sum(counts[0].values()) > sum(ceiling.bytecodes.values()) > 0
+    report = counter.report(40, 3)
+    assert report[0].endswith("bytecodes a call")
+    assert len(report) == 4
