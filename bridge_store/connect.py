@@ -249,7 +249,12 @@ class CallStoreEndpoint:
                     reply = error_response(error)
                 else:
                     reply = self._encoded(codec, output)
-                    if compressible and self._worth_compressing(reply, headers):
+                    # Most answers are under the threshold: no call to find that out.
+                    if (
+                        compressible
+                        and len(reply.body) >= self._compress_min_bytes
+                        and self._worth_compressing(reply, headers)
+                    ):
                         reply = Reply(200, await compress(reply.body), codec.media_type, _GZIPPED)
         except ClientDisconnected:
             pass  # nobody is left to answer

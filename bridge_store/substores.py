@@ -130,10 +130,12 @@ def run_position(run: Document) -> RunPosition:
 
 def stored_event(event: Document, seq: int) -> Document:
     """The stored form of an appended event: its fields in the bridge's own order."""
-    ordered: Document = {"runId": event["runId"], "seq": seq, "offset": str(seq)}
-    for key, value in event.items():
-        if key not in ordered:
-            ordered[key] = value
+    offset = str(seq)
+    # Merged in C; a key already there keeps its place when its value is replaced.
+    ordered: Document = {"runId": event["runId"], "seq": seq, "offset": offset, **event}
+    if "seq" in event or "offset" in event:  # the store's to assign, whatever came in
+        ordered["seq"] = seq
+        ordered["offset"] = offset
     return ordered
 
 

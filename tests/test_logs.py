@@ -167,7 +167,7 @@ def emitted(formatter: logging.Formatter, observation: CallObservation | None) -
 
 def test_a_line_logged_during_a_call_carries_its_request_id() -> None:
     observation = CallObservation("req-7")
-    observation.substore, observation.method = "runs", "update"
+    observation.labels = ("runs", "update", None)
     entry: dict[str, Any] = json.loads(emitted(JsonFormatter(), observation))
     assert entry["message"] == "backend said no"
     assert (entry["level"], entry["logger"]) == ("ERROR", "bridge_store.tests.logs")

@@ -40,6 +40,12 @@ CURRENT_CALL: contextvars.ContextVar[CallObservation | None] = contextvars.Conte
 
 access_logger = logging.getLogger("bridge_store.access")
 
+_clock = time.perf_counter
+#: A call's labels: substore, method and its sums (None without metrics).
+_Labels = tuple[str, str, MethodMetrics | None]
+#: The labels of a call whose body has not named it, or named none in the table.
+_UNNAMED: _Labels = (UNKNOWN, UNKNOWN, None)
+
 
 class _RequestIds:
     """New request ids: 32 hex digits, a random half for the process and a counter.
@@ -84,25 +90,24 @@ class CallSpans(Protocol):
 class CallObservation:
     """One request, from its headers to its answer."""
 
-    __slots__ = (
-        "_token",
-        "method",
-        "metrics",
-        "request_bytes",
-        "request_id",
-        "started",
-        "substore",
-    )
+    __slots__ = ("_token", "labels", "request_bytes", "request_id", "started")
 
     def __init__(self, request_id: str) -> None:
-        self.started = time.perf_counter()
+        self.started = _clock()
         self.request_id = request_id
-        self.substore = UNKNOWN
-        self.method = UNKNOWN
+        #: (substore, method, where the call's figures add up: None without metrics),
+        #: from the method table once the body names the call.
+        self.labels: _Labels = _UNNAMED
         self.request_bytes = 0
-        #: Where the call's figures add up (None without metrics, or until named).
-        self.metrics: MethodMetrics | None = None
         self._token: contextvars.Token[CallObservation | None] | None = None
+
+    @property
+    def substore(self) -> str:
+        return self.labels[0]
+
+    @property
+    def method(self) -> str:
+        return self.labels[1]
 
 
 class CallObserver:
@@ -153,25 +158,27 @@ class CallObserver:
         except TypeError:  # a JSON list or object where a name belongs
             labels = None
         if labels is not None:
-            observation.substore, observation.method, observation.metrics = labels
+            observation.labels = labels
         observation.request_bytes = request_bytes
 
     def finish(self, observation: CallObservation, code: str, response_bytes: int) -> None:
         """The answer (``response_bytes`` as sent) is ready; ``code`` is ``ok`` or an error's."""
-        seconds = time.perf_counter() - observation.started
+        seconds = _clock() - observation.started
         metrics = self._metrics
+        substore, method, sums = observation.labels
         if metrics is not None:
             metrics.in_flight -= 1
-            sums = observation.metrics if observation.metrics is not None else metrics.unknown
-            sums.record(code, seconds, observation.request_bytes, response_bytes)
+            (sums or metrics.unknown).record(
+                code, seconds, observation.request_bytes, response_bytes
+            )
         if self._spans is not None:
-            self._spans.record(observation.substore, observation.method, code)
+            self._spans.record(substore, method, code)
         if self._access_log:
             duration_ms = round(seconds * 1000, 3)
             access_logger.info(
                 "%s.%s %s %.3f ms",
-                observation.substore,
-                observation.method,
+                substore,
+                method,
                 code,
                 duration_ms,
                 extra={"code": code, "duration_ms": duration_ms},
