@@ -612,6 +612,54 @@ def test_bearer_scheme_is_case_insensitive(client: httpx.Client) -> None:
     assert response.status_code == 200
 
 
+def raw_call(base_url: str, fields: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """The response head to an agents.get sent with exactly ``fields`` as its headers."""
+    body = json_body("agents", "get", {"agentId": "nobody"})
+    head = f"POST {CALL_STORE_PATH} HTTP/1.1\r\nHost: test\r\n".encode()
+    head += b"".join(name + b": " + value + b"\r\n" for name, value in fields)
+    head += b"Content-Length: %d\r\n\r\n" % len(body)
+    return raw_exchange(base_url, head, body)
+
+
+BEARER = ("Bearer " + TOKEN).encode()
+JSON_TYPE = (b"Content-Type", b"application/json")
+
+
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [
+        # A repeated header counts by its first value, as Starlette reads one.
+        ([(b"Authorization", BEARER), (b"Authorization", b"Bearer wrong"), JSON_TYPE], 200),
+        ([(b"Authorization", b"Bearer wrong"), (b"Authorization", BEARER), JSON_TYPE], 401),
+        ([(b"Authorization", BEARER), JSON_TYPE, (b"Content-Type", b"text/plain")], 200),
+        ([(b"Authorization", BEARER), (b"Content-Type", b"text/plain"), JSON_TYPE], 415),
+        # Bytes no codec names, latin-1 included, are a 415, never a decoding error.
+        ([(b"Authorization", BEARER), (b"Content-Type", b"application/\xe9\xff")], 415),
+        ([(b"Authorization", b"Bearer " + TOKEN.encode() + b"\xa0"), JSON_TYPE], 401),
+        ([(b"Authorization", b"\xff\xfe " + TOKEN.encode()), JSON_TYPE], 401),
+        ([(b"Authorization", BEARER), JSON_TYPE, (b"Connect-Protocol-Version", b" 1 ")], 200),
+        ([(b"Authorization", BEARER), JSON_TYPE, (b"Connect-Protocol-Version", b"\xb9")], 400),
+        ([(b"Authorization", BEARER), JSON_TYPE, (b"Connect-Timeout-Ms", b"\xb9\xb2")], 400),
+        ([(b"Authorization", BEARER), JSON_TYPE, (b"Content-Encoding", b"\xe9")], 501),
+        ([(b"Authorization", BEARER), JSON_TYPE, (b"Accept-Encoding", b"\xff" * 64)], 200),
+    ],
+)
+def test_headers_read_as_sent(
+    base_url: str, fields: list[tuple[bytes, bytes]], status: int
+) -> None:
+    answer = raw_call(base_url, fields)
+    assert answer.startswith(b"HTTP/1.1 %d " % status), answer
+
+
+def test_a_request_id_that_is_not_text_is_replaced(base_url: str) -> None:
+    answer = raw_call(
+        base_url, [(b"Authorization", BEARER), JSON_TYPE, (b"X-Request-Id", b"caf\xe9 id")]
+    )
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    [given] = re.findall(rb"x-request-id: (\S+)\r\n", answer)
+    assert re.fullmatch(rb"[0-9a-f]{32}", given), given
+
+
 def test_unknown_route_is_404(client: httpx.Client) -> None:
     response = client.post(
         "/sdk.v1.SdkStoreCallbackService/Other", content=b"{}", headers=headers()
