@@ -87,8 +87,7 @@ def _check_key(value: str, field: str, max_bytes: int) -> None:
         return  # nearly every key: one pass over its characters, no call
     if not is_storable_key(value):
         raise invalid_argument(f"{field} must not contain NUL or unpaired surrogates")
-    # For ASCII the length in characters is the length in bytes; is_storable_key has
-    # just checked that the rest encode.
+    # len() is ASCII's size in UTF-8; is_storable_key has just checked the rest encodes.
     size = len(value) if value.isascii() else len(value.encode("utf-8"))
     if size > max_bytes:
         raise invalid_argument(f"{field} must be at most {max_bytes} bytes of UTF-8, not {size}")
@@ -96,19 +95,10 @@ def _check_key(value: str, field: str, max_bytes: int) -> None:
 
 def require_id(parent: Mapping[str, Any], key: str, field: str) -> str:
     value = parent.get(key)
-    # The ids of nearly every call: short ASCII, checked without building the field's
-    # name for a message nobody reads.
-    if (
-        type(value) is str
-        and value
-        and value.isascii()
-        and len(value) <= MAX_KEY_BYTES
-        and "\x00" not in value
-    ):
-        return value
     if not isinstance(value, str) or not value:
         raise invalid_argument(f"{field}.{key} must be a non-empty string")
-    _check_key(value, f"{field}.{key}", MAX_KEY_BYTES)
+    if not (value.isascii() and len(value) <= MAX_KEY_BYTES and "\x00" not in value):
+        _check_key(value, f"{field}.{key}", MAX_KEY_BYTES)  # the field's name only now
     return value
 
 
@@ -248,20 +238,12 @@ def new_event(value: Any, field: str) -> Document:
     }
     if event["idempotencyKey"] == "":
         raise invalid_argument(f"{field}.idempotencyKey must be a non-empty string or null")
-    # Fields the contract does not name yet are kept, as for every other document;
-    # seq and offset are the store's to assign. The bridge sends none: one comparison
-    # of key sets, in C, skips the walk.
-    if not data.keys() <= _EVENT_INPUT_FIELDS:
+    # Fields the contract does not name are kept; seq and offset are the store's to assign.
+    if not data.keys() - event.keys() <= {"seq", "offset"}:
         for key, extra in data.items():
             if key not in event and key not in ("seq", "offset"):
                 event[key] = extra
     return event
-
-
-#: An append input's fields that add nothing to the event built from it.
-_EVENT_INPUT_FIELDS = frozenset(
-    {"runId", "eventType", "payload", "payloadRef", "idempotencyKey", "createdAt", "seq", "offset"}
-)
 
 
 def parse_offset(parent: Mapping[str, Any], field: str) -> int:
