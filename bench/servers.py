@@ -191,9 +191,9 @@ def ceiling_app() -> Any:
         if scope["path"] != CALL_STORE_PATH or scope["method"] != "POST":
             await not_found.send(send)
             return
-        length = dict(scope["headers"]).get(b"content-length", b"").decode("latin-1")
+        length = dict(scope["headers"]).get(b"content-length")
         try:
-            codec.decode(await read_body(receive, length or None, DEFAULT_MAX_REQUEST_BYTES))
+            codec.decode(await read_body(receive, length, DEFAULT_MAX_REQUEST_BYTES))
         except ConnectError as error:
             await error_response(error).send(send)
             return

@@ -69,16 +69,15 @@ class CallObserver(Protocol):
         """Its answer is ready (``code``: ``ok`` or the Connect error code)."""
 
 
-def request_headers(raw: Iterable[Iterable[bytes]]) -> RequestHeaders:
+def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> RequestHeaders:
     """A request's headers by name (ASGI servers lower-case names), values undecoded.
 
     A repeated header keeps its first value, as Starlette's ``Headers.get`` does: the
     dictionary is built from the last header to the first, in C. Values are decoded
     only where one is read as text, most of them on no call at all.
     """
-    if not isinstance(raw, list):
-        raw = list(raw)
-    return dict(reversed(raw))  # type: ignore[arg-type]
+    pairs = raw if isinstance(raw, list) else list(raw)
+    return dict(reversed(pairs))
 
 
 def bearer_principal(header: str | bytes | None, tokens: TokenRegistry) -> Principal | None:
@@ -114,23 +113,21 @@ def codec_for(content_type: str) -> Codec | None:
     return codec
 
 
-def timeout_seconds(header: str | bytes | None) -> float | None:
+def timeout_seconds(header: bytes | None) -> float | None:
     """``Connect-Timeout-Ms`` in seconds; None when absent."""
     if header is None:
         return None
-    value = (header.decode("latin-1") if isinstance(header, bytes) else header).strip()
+    value = header.decode("latin-1").strip()
     if not (value.isascii() and value.isdigit()) or len(value) > _MAX_TIMEOUT_DIGITS:
         raise invalid_argument("Connect-Timeout-Ms must be a positive integer of at most 10 digits")
     return int(value) / 1000
 
 
-def check_protocol_version(header: str | bytes | None) -> None:
+def check_protocol_version(header: bytes | None) -> None:
     # Optional: the protocol lets servers require it, but curl users rarely send it.
     if header is None or header == _PROTOCOL_VERSION_BYTES:
         return
-    if isinstance(header, bytes):
-        header = header.decode("latin-1")
-    if header.strip() != PROTOCOL_VERSION:
+    if header.decode("latin-1").strip() != PROTOCOL_VERSION:
         raise invalid_argument(f"Connect-Protocol-Version must be {PROTOCOL_VERSION!r}")
 
 
@@ -141,15 +138,13 @@ def request_timeout(headers: RequestHeaders) -> float | None:
     return None if deadline is None else timeout_seconds(deadline)
 
 
-def request_encoding(content_encoding: str | bytes | None) -> str:
+def request_encoding(content_encoding: bytes | None) -> str:
     """The body's ``Content-Encoding``, normalised; "identity" when absent."""
-    if isinstance(content_encoding, bytes):
-        content_encoding = content_encoding.decode("latin-1")
-    return (content_encoding or "identity").strip().lower()
+    return (content_encoding or b"identity").decode("latin-1").strip().lower()
 
 
 async def read_body(
-    receive: Receive, declared_length: str | bytes | None, limit: int
+    receive: Receive, declared_length: bytes | None, limit: int
 ) -> bytes | bytearray:
     """The whole request body, refusing (without reading further) past ``limit`` bytes.
 
@@ -249,11 +244,18 @@ class CallStoreEndpoint:
                     reply = error_response(error)
                 else:
                     reply = self._encoded(codec, output)
-                    # Most answers are under the threshold: no call to find that out.
+                    minimum = self._compress_min_bytes
+                    # Most answers are under the threshold: that is found without a call
+                    # (should_compress refuses a threshold of 0, "never").
                     if (
                         compressible
-                        and len(reply.body) >= self._compress_min_bytes
-                        and self._worth_compressing(reply, headers)
+                        and len(reply.body) >= minimum
+                        and reply.code == "ok"
+                        and should_compress(
+                            len(reply.body),
+                            headers.get(b"accept-encoding", b"").decode("latin-1"),
+                            minimum,
+                        )
                     ):
                         reply = Reply(200, await compress(reply.body), codec.media_type, _GZIPPED)
         except ClientDisconnected:
@@ -317,17 +319,6 @@ class CallStoreEndpoint:
         except Exception as error:
             log_failure(logger, f"encoding a CallStore output as {codec.name}", error)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
-
-    def _worth_compressing(self, reply: Reply, headers: RequestHeaders) -> bool:
-        minimum = self._compress_min_bytes
-        size = len(reply.body)
-        return (
-            reply.code == "ok"
-            and 0 < minimum <= size
-            and should_compress(
-                size, headers.get(b"accept-encoding", b"").decode("latin-1"), minimum
-            )
-        )
 
     async def _read_and_call_within(
         self,
