@@ -349,8 +349,11 @@ def main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     targets = [target.strip() for target in args.targets.split(",") if target.strip()]
     unknown = [target for target in targets if target not in TARGETS]
-    if unknown or args.calls < 1 or args.rounds < 1:
-        parser.error(f"targets are {', '.join(TARGETS)}; --calls and --rounds positive")
+    if unknown or args.calls < 1 or args.rounds < 1 or (args.bytecodes or 0) < 0:
+        parser.error(
+            f"targets are {', '.join(TARGETS)}; --calls and --rounds positive, "
+            "--bytecodes not negative"
+        )
     if args.bytecodes is not None:
         for target in targets:
             counter = BytecodeCounter()

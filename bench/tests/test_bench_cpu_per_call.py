@@ -74,3 +74,10 @@ def test_bytecode_counts_are_the_same_on_every_run() -> None:
     report = counter.report(40, 3)
     assert report[0].endswith("bytecodes a call")
     assert len(report) == 4
+
+
+def test_a_negative_bytecodes_count_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cpu_per_call.main(["--targets", "memory", "--bytecodes", "-1"])
+    assert stopped.value.code == 2
+    assert "--bytecodes not negative" in capsys.readouterr().err
