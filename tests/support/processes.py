@@ -1,7 +1,9 @@
-"""Which processes are still running, read from /proc (Linux), for orphan checks."""
+"""Which processes are still running, and how much CPU one has used, read from /proc
+(Linux), for orphan checks and for moments taken by CPU time rather than the clock."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -20,6 +22,14 @@ def running(pid: int) -> bool:
     """Whether ``pid`` exists and is not a zombie (exited, waiting to be reaped)."""
     fields = _stat(pid)
     return fields is not None and fields[0] != "Z"
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time ``pid`` has used, user and system, in seconds."""
+    fields = _stat(pid)
+    assert fields is not None, f"process {pid} is gone"
+    # utime and stime: fields 14 and 15 of the whole line, 12 and 13 after the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def descendants(pid: int) -> set[int]:
