@@ -14,6 +14,8 @@ CPU time, unlike ops/s, hardly moves when other processes share the machine, so 
 compares two commits, or two targets, on a busy machine. ``ceiling`` is
 ``bench.servers.ceiling_app`` on the same protocol: what no CallStore server on this
 stack can go below. ``--profile`` prints the cProfile of the measured calls.
+``--without-each`` measures the first target again with each layer of the path taken
+out in turn (:mod:`bench.path_parts`): what each one costs a call.
 
 ``--bytecodes`` counts instead the Python bytecodes the measured calls execute, per
 function: the same count on every run and every machine, whatever else runs beside
@@ -31,15 +33,12 @@ import cProfile
 import json
 import os
 import pstats
-import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 import uvicorn
 from uvicorn.lifespan.on import LifespanOn
@@ -49,7 +48,8 @@ from bridge_store.cli.shared.serving import UVICORN_SETTINGS
 from bridge_store.connect import CALL_STORE_PATH
 from testkit.services import postgres_database, redis_prefix
 
-from . import mix
+from . import mix, path_parts
+from .bytecodes import BytecodeCounter, Recorder
 
 TOKEN = "bench-cpu-per-call-" + "0" * 24
 #: postgres and redis use the servers the tests use (testkit.services), each call a round
@@ -74,47 +74,6 @@ class Measured:
     @property
     def cpu_us_per_call(self) -> float:
         return self.cpu_seconds / self.calls * 1e6
-
-
-class Recorder(Protocol):
-    """What watches the measured calls: a ``cProfile.Profile`` or a :class:`BytecodeCounter`."""
-
-    def enable(self) -> None: ...
-
-    def disable(self) -> None: ...
-
-
-class BytecodeCounter:
-    """Counts the bytecodes each Python function executes while enabled (``sys.settrace``
-    with opcode events, on the thread that enables it: the event loop's)."""
-
-    def __init__(self) -> None:
-        #: Bytecodes executed and calls made, by ``file:function``.
-        self.bytecodes: Counter[str] = Counter()
-        self.calls: Counter[str] = Counter()
-
-    def _trace(self, frame: FrameType, event: str, arg: Any) -> Any:
-        code = frame.f_code
-        name = f"{Path(code.co_filename).name}:{code.co_qualname}"
-        if event == "opcode":
-            self.bytecodes[name] += 1
-        elif event == "call":
-            frame.f_trace_opcodes = True
-            self.calls[name] += 1
-        return self._trace
-
-    def enable(self) -> None:
-        sys.settrace(self._trace)
-
-    def disable(self) -> None:
-        sys.settrace(None)
-
-    def report(self, calls: int, top: int) -> list[str]:
-        """The total and the ``top`` functions, per measured call."""
-        lines = [f"{sum(self.bytecodes.values()) / calls:,.0f} bytecodes a call"]
-        for name, count in self.bytecodes.most_common(top):
-            lines.append(f"{count / calls:8.1f} {self.calls[name] / calls:6.2f}x  {name}")
-        return lines
 
 
 class _Transport(asyncio.Transport):
@@ -258,23 +217,22 @@ def _store_url(target: str) -> Iterator[str]:
         yield ""
 
 
-def _app(target: str, url: str) -> Any:
+def _app(target: str, url: str, without: frozenset[str]) -> Any:
     if target == "ceiling":
         from .servers import ceiling_app
 
         return ceiling_app()
     from bridge_store.app import create_app
-    from bridge_store.config import ServerConfig
-    from bridge_store.stores import Routes
 
-    # What `bridge-store serve --store URL` builds: metrics, viewer, one token.
-    return create_app(ServerConfig(routes=Routes.single(url), auth_token=TOKEN))
+    return create_app(path_parts.server_config(url, TOKEN, without))
 
 
-async def _measure(target: str, calls: int, profile: Recorder | None, mix_name: str) -> Measured:
+async def _measure(
+    target: str, calls: int, profile: Recorder | None, mix_name: str, without: frozenset[str]
+) -> Measured:
     world = mix.build_world(active_runs=4)
-    with _store_url(target) as url:
-        async with _connection(_app(target, url)) as send:
+    with _store_url(target) as url, path_parts.taken_out(without):
+        async with _connection(_app(target, url, without)) as send:
             if target != "ceiling":
                 for request in seed_requests(world):
                     status = await send(request)
@@ -293,7 +251,7 @@ async def _measure(target: str, calls: int, profile: Recorder | None, mix_name: 
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             if profile is not None:
                 profile.disable()
-    return Measured(target, calls, cpu, wall, failed)
+    return Measured(path_parts.label(target, without), calls, cpu, wall, failed)
 
 
 def run_loop(coroutine: Any) -> Any:
@@ -310,22 +268,31 @@ def measure(
     calls: int,
     profile: Recorder | None = None,
     mix_name: str = "realistic",
+    without: frozenset[str] = frozenset(),
 ) -> Measured:
-    """CPU per call of ``target`` (one of :data:`TARGETS`) over ``calls`` calls of a mix."""
+    """CPU per call of ``target`` (one of :data:`TARGETS`) over ``calls`` calls of a mix,
+    with the parts ``without`` names taken out (:mod:`bench.path_parts`)."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; one of: {', '.join(TARGETS)}")
-    result: Measured = run_loop(_measure(target, calls, profile, mix_name))
+    result: Measured = run_loop(_measure(target, calls, profile, mix_name, without))
     return result
 
 
 def interleaved(
-    targets: Sequence[str], calls: int, rounds: int, mix_name: str = "realistic"
+    targets: Sequence[str | path_parts.Variant],
+    calls: int,
+    rounds: int,
+    mix_name: str = "realistic",
 ) -> dict[str, list[Measured]]:
-    """Each target ``rounds`` times, alternating, so a change of load hits them all."""
-    results: dict[str, list[Measured]] = {target: [] for target in targets}
+    """Each target ``rounds`` times, alternating, so a change of load hits them all;
+    keyed by the measurement's label (:func:`bench.path_parts.label`)."""
+    variants = [(t, frozenset()) if isinstance(t, str) else t for t in targets]
+    results: dict[str, list[Measured]] = {path_parts.label(*v): [] for v in variants}
     for _ in range(rounds):
-        for target in targets:
-            results[target].append(measure(target, calls, mix_name=mix_name))
+        for target, without in variants:
+            results[path_parts.label(target, without)].append(
+                measure(target, calls, mix_name=mix_name, without=without)
+            )
     return results
 
 
@@ -346,6 +313,11 @@ def main(argv: Sequence[str]) -> int:
         type=int,
         help="count the bytecodes of one round instead; print the TOP functions",
     )
+    parser.add_argument(
+        "--without-each",
+        action="store_true",
+        help=f"measure the first target also without each of: {', '.join(path_parts.PARTS)}",
+    )
     args = parser.parse_args(argv)
     targets = [target.strip() for target in args.targets.split(",") if target.strip()]
     unknown = [target for target in targets if target not in TARGETS]
@@ -354,28 +326,34 @@ def main(argv: Sequence[str]) -> int:
             f"targets are {', '.join(TARGETS)}; --calls and --rounds positive, "
             "--bytecodes not negative"
         )
+    if args.without_each and (not targets or targets[0] == "ceiling"):
+        parser.error("--without-each takes its parts out of the first target: not the ceiling")
+    variants = [(target, frozenset[str]()) for target in targets]
+    if args.without_each:
+        variants[:1] = path_parts.each_part_out(targets[0])
     if args.bytecodes is not None:
-        for target in targets:
+        for target, without in variants:
             counter = BytecodeCounter()
-            measure(target, args.calls, counter, args.mix)
-            print(f"{target} ({args.mix}):", *counter.report(args.calls, args.bytecodes), sep="\n")
+            measure(target, args.calls, counter, args.mix, without)
+            name = path_parts.label(target, without)
+            print(f"{name} ({args.mix}):", *counter.report(args.calls, args.bytecodes), sep="\n")
         return 0
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.profile:
-        for target in targets:
+        for target, without in variants:
             profile = cProfile.Profile()
-            result = measure(target, args.calls, profile, args.mix)
-            print(f"{target}: {result.cpu_us_per_call:.1f} us CPU/call under cProfile")
+            result = measure(target, args.calls, profile, args.mix, without)
+            print(f"{result.target}: {result.cpu_us_per_call:.1f} us CPU/call under cProfile")
             pstats.Stats(profile).sort_stats(args.profile).print_stats(40)
         return 0
-    results = interleaved(targets, args.calls, args.rounds, args.mix)
+    results = interleaved(variants, args.calls, args.rounds, args.mix)
     failed = False
     for target, rounds in results.items():
         figures = ", ".join(f"{r.cpu_us_per_call:.1f}" for r in rounds)
         best = min(r.cpu_us_per_call for r in rounds)
         bad = sum(r.failed for r in rounds)
         failed = failed or bad > 0
-        print(f"{target:8} best {best:6.1f} us CPU/call (rounds: {figures}); non-200: {bad}")
+        print(f"{target:16} best {best:6.1f} us CPU/call (rounds: {figures}); non-200: {bad}")
     if "ceiling" in results:
         ceiling = min(r.cpu_us_per_call for r in results["ceiling"])
         for target, rounds in results.items():

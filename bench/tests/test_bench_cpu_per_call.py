@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from bench import cpu_per_call
+from bench.bytecodes import BytecodeCounter
 from bench.cpu_per_call import TARGETS, measure
 from testkit.services import POSTGRES_ADMIN_URL, REDIS_URL, fetch
 
@@ -62,12 +63,12 @@ def test_bytecode_counts_are_the_same_on_every_run() -> None:
     """What --bytecodes prints depends on the code alone, not on the machine's load."""
     counts = []
     for _ in range(2):
-        counter = cpu_per_call.BytecodeCounter()
+        counter = BytecodeCounter()
         assert measure("memory", 40, counter, "agents.get").failed == 0
         counts.append(counter.bytecodes)
     assert counts[0] == counts[1]
     assert counter.calls["connect.py:CallStoreEndpoint.__call__"] == 40
-    ceiling = cpu_per_call.BytecodeCounter()
+    ceiling = BytecodeCounter()
     measure("ceiling", 40, ceiling, "agents.get")
     assert not any(name.startswith("connect.py:CallStoreEndpoint") for name in ceiling.bytecodes)
     assert sum(counts[0].values()) > sum(ceiling.bytecodes.values()) > 0
