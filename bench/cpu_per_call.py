@@ -290,9 +290,8 @@ def interleaved(
     results: dict[str, list[Measured]] = {path_parts.label(*v): [] for v in variants}
     for _ in range(rounds):
         for target, without in variants:
-            results[path_parts.label(target, without)].append(
-                measure(target, calls, mix_name=mix_name, without=without)
-            )
+            measured = measure(target, calls, mix_name=mix_name, without=without)
+            results[measured.target].append(measured)
     return results
 
 

@@ -8,8 +8,9 @@ replacing, for that measurement only, the one function or setting that does its
 work; everything else on the path stays as served. These are measurements, never
 configurations: a server without its observer or its auth is not one to run.
 
-Only the memory and SQL paths are meant: ``handler`` answers every call with an empty
-output, so what is left is the HTTP, Connect, auth and observer layers alone.
+Any target but the ceiling (which has none of these layers) can be measured so; with
+``handler`` out every call is answered with an empty output, so what is left is the
+HTTP, Connect, auth and observer layers alone, whatever the backend.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 from bridge_store import app as app_module
 from bridge_store import connect
@@ -75,23 +77,14 @@ def taken_out(without: frozenset[str]) -> Iterator[None]:
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; parts are {', '.join(PARTS)}")
     with contextlib.ExitStack() as stack:
+        server = app_module.BridgeStoreServer
         if "observer" in without:
-            stack.enter_context(_replaced(app_module.BridgeStoreServer, "endpoint", _unobserved))
+            stack.enter_context(mock.patch.object(server, "endpoint", _unobserved))
         if "auth" in without:
-            stack.enter_context(_replaced(connect, "bearer_principal", _first_principal()))
+            stack.enter_context(mock.patch.object(connect, "bearer_principal", _first_principal()))
         if "handler" in without:
-            stack.enter_context(_replaced(app_module.BridgeStoreServer, "handle", _answer_at_once))
+            stack.enter_context(mock.patch.object(server, "handle", _answer_at_once))
         yield
-
-
-@contextlib.contextmanager
-def _replaced(owner: object, name: str, value: Any) -> Iterator[None]:
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
 
 
 _served_endpoint = app_module.BridgeStoreServer.endpoint
