@@ -63,7 +63,7 @@ async def _exchange(body: bytes, request: bytes) -> list[bytes]:
     protocol.connection_made(transport)
     protocol.data_received(request)
     for _ in range(100):
-        if b"".join(transport.writes).endswith(body):
+        if transport.writes and b"".join(transport.writes).endswith(body):
             break
         await asyncio.sleep(0)
     protocol.connection_lost(None)
@@ -94,3 +94,12 @@ async def test_100_continue_is_not_held_back() -> None:
     assert writes[0] == b"HTTP/1.1 100 Continue\r\n\r\n"
     assert len(writes) == 2
     assert writes[1].endswith(b"\r\n\r\ndone")
+
+
+async def test_a_head_answer_leaves_without_a_body_write_to_wait_for() -> None:
+    """uvicorn writes no body for HEAD: the head must not wait for one."""
+    request = b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n"
+    writes = await _exchange(b"", request)
+    assert len(writes) == 1
+    assert writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert writes[0].endswith(b"content-length: 0\r\n\r\n")

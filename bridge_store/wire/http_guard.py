@@ -204,7 +204,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._awaiting_body = True
         before = self.cycle
         super().on_headers_complete()
-        if self.cycle is not before:
+        # uvicorn writes no body for HEAD: a head held for one would never leave.
+        if self.cycle is not before and self.cycle.scope["method"] != "HEAD":
             self.cycle.transport = OneWriteResponses(self.transport, self.cycle)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:

@@ -20,6 +20,7 @@ class OneWriteResponses:
     uvicorn writes the head when the application starts its response and the body when
     it sends it: two writes, two segments, and a client woken twice, for every call.
     Anything written before the response starts (``100 Continue``) goes out at once.
+    A HEAD answer gets no body write to wait for, so its cycle is not given one of these.
     """
 
     __slots__ = ("_cycle", "_head", "_transport")
