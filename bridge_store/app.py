@@ -252,7 +252,13 @@ class BridgeStoreServer:
 
             shorthand = sole_holder(self.tokens)
             hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)
-            viewer = create_viewer(self.serving, self.tokens, config.prices, bridge_hint=hint)
+            viewer = create_viewer(
+                self.serving,
+                self.tokens,
+                config.prices,
+                bridge_hint=hint,
+                session_keys=config.session_keys,
+            )
             routes.append(Mount(UI_PATH, viewer))
         # What the ready line's URL opens in a browser: the viewer, or the paths served.
         home = front_page(

@@ -11,6 +11,7 @@ from .security.encryption import Keyring
 from .stores import Routes
 from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from .viewer.prices import PriceTable
+from .viewer.session_keys import SessionKeys
 from .viewer.welcome import BridgeHint
 from .wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 
@@ -42,6 +43,8 @@ class ServerConfig:
     ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
     ``bridge_hint``: where a bridge finds the token, for the viewer's empty page (by
     default the tokens file's named tokens, or ``BRIDGE_STORE_AUTH_TOKEN``).
+    ``session_keys``: what seals and ends viewer sessions, when several processes
+    share them (``serve --workers``); by default the viewer makes its own.
     """
 
     routes: Routes
@@ -59,6 +62,7 @@ class ServerConfig:
     backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
     retain: RetentionSettings | None = None
     bridge_hint: BridgeHint | None = None
+    session_keys: SessionKeys | None = None
 
     def __post_init__(self) -> None:
         # ConfigurationError: the CLI reports it as one line naming the setting.

@@ -17,8 +17,8 @@ import pytest
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.stores import Routes
-from bridge_store.viewer import session as viewer_session
 from bridge_store.viewer.session import SESSION_COOKIE, Sessions
+from bridge_store.viewer.session_keys import SessionKeys
 from testkit.inprocess import running
 
 TOKEN = "viewer-sign-out-token-0123"
@@ -82,15 +82,12 @@ async def _nobody(token: str) -> str | None:
     return "someone" if token == TOKEN else None
 
 
-def test_past_the_bound_of_ended_sessions_every_session_ends(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_past_the_bound_of_ended_sessions_every_session_ends() -> None:
     """Memory stays bounded, and no ended session is ever forgotten into validity."""
     from starlette.requests import Request
     from starlette.responses import Response
 
-    monkeypatch.setattr(viewer_session, "MAX_ENDED_SESSIONS", 3)
-    sessions: Sessions[str] = Sessions.with_new_secret(_nobody)
+    sessions: Sessions[str] = Sessions(_nobody, SessionKeys.new(capacity=3))
 
     def cookie() -> str:
         response = Response()
@@ -111,4 +108,4 @@ def test_past_the_bound_of_ended_sessions_every_session_ends(
     sessions.sign_out(request_with(cookie()), Response(), path="/", secure=False)  # the 4th
     assert sessions._open(live) is None  # everyone signed out: a new secret
     assert all(sessions._open(value) is None for value in ended)
-    assert sessions._ended == {}
+    assert len(sessions.keys.ended) == 0

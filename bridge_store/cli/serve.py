@@ -31,6 +31,7 @@ from .shared.tls import uvicorn_tls
 if TYPE_CHECKING:
     from ..ops.tracing import Tracing
     from ..viewer.prices import PriceTable
+    from ..viewer.session_keys import SessionKeys
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -106,18 +107,31 @@ def _serve_workers(
     tracing: Tracing | None,
     prices: PriceTable | None,
 ) -> int:
-    """``--workers N``: the token first (every worker reads the one generated now), then
-    N processes, each resolving its own backends (cli/shared/workers.py)."""
+    """``--workers N``: the token first (every worker reads the one generated now) and
+    the viewer's session keys (every worker accepts every session), then N processes,
+    each resolving its own backends (cli/shared/workers.py)."""
+    from ..viewer.session_keys import SessionKeys
     from .shared.workers import serve_workers
 
     _, generated_token_file = _token_registry(args, os.environ)
+    session_keys = SessionKeys.new(across_forks=True) if args.ui else None
 
     def worker(announce: Callable[[], None]) -> int:
         # In the worker's own process: its own engines and clients, opened on its loop.
         resolved = StoreStack.of(routes, options).resolved
         try:
             return _serve_on(
-                listener, args, routes, resolved, options, limits, tls, tracing, prices, announce
+                listener,
+                args,
+                routes,
+                resolved,
+                options,
+                limits,
+                tls,
+                tracing,
+                prices,
+                announce,
+                session_keys,
             )
         finally:
             if tracing is not None:
@@ -156,6 +170,7 @@ def _serve_on(
     tracing: Tracing | None,
     prices: PriceTable | None,
     announce: Callable[[], None] | None = None,
+    session_keys: SessionKeys | None = None,
 ) -> int:
     import uvicorn
 
@@ -180,6 +195,7 @@ def _serve_on(
         backend_timeout=options.timeout,
         retain=retention_from(args),
         bridge_hint=_bridge_hint(args, os.environ),
+        session_keys=session_keys,
     )
     app = create_app(config, resolved=resolved, tracing=tracing)
     ready = _ready(args, listener, tls, generated_token_file)

@@ -16,6 +16,7 @@ from .prices import PriceTable
 from .reader import HistoryReader, in_process
 from .search import search_index, searcher_for
 from .session import Sessions
+from .session_keys import SessionKeys
 from .web import Viewer
 from .welcome import BridgeHint, Welcome, sole_holder
 
@@ -36,6 +37,7 @@ def create_viewer(
     prices: PriceTable | None = None,
     *,
     bridge_hint: BridgeHint | None = None,
+    session_keys: SessionKeys | None = None,
 ) -> Starlette:
     """The viewer over the open stores ``stack()`` returns (asked per request: they open
     later, and it raises ``unavailable`` until they have).
@@ -44,6 +46,8 @@ def create_viewer(
     and the run list and overview for a backend's own summaries. ``prices`` turn the
     overview's tokens into money. ``bridge_hint`` says where a bridge finds the server's
     token, for the empty agents page; None for a viewer without a CallStore endpoint.
+    ``session_keys`` seal and end its sessions: those every worker of ``serve
+    --workers`` shares; by default new ones, for a server of one process.
     """
 
     def stores() -> Stores:
@@ -72,5 +76,5 @@ def create_viewer(
         welcome = Welcome(principal.tenant, bridge_hint, tenants if store_wide else None)
         return Context(reader, searcher, activity, principal, prices, welcome=welcome)
 
-    sessions = Sessions.with_new_secret(token_principal(tokens))
+    sessions = Sessions(token_principal(tokens), session_keys or SessionKeys.new())
     return Viewer(sessions, context_for).app()

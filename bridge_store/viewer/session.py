@@ -10,12 +10,15 @@ again, so a token that stops being valid stops the session with it.
 Signing out ends the session on the server too, not only in the browser: each cookie
 seals a random session id beside the token, and sign-out records that id as ended
 until the cookie would have expired anyway, so a copy of the cookie (saved, stolen)
-is refused from then on. The ended ids live in this process's memory, like the
-sealing secret: a session and its end have the same reach, one server process (a
-restart ends both). Servers that came to share the secret across processes would
-have to share the ended ids too (in the store). The set is bounded
-(:data:`MAX_ENDED_SESSIONS`): past it the secret is replaced, which signs everyone
-out rather than forget an ended session.
+is refused from then on.
+
+The secret and the ended ids are :class:`~.session_keys.SessionKeys`, made once per
+server: under ``serve --workers N`` the parent makes them before it forks, so every
+worker opens every cookie the server sealed, and a sign-out on one worker ends the
+session on all of them (the ended ids live in memory the workers share, never on
+disk). The set is bounded (:data:`~.session_keys.MAX_ENDED_SESSIONS`): past it the
+key's generation moves on, which signs everyone out on every worker rather than forget
+an ended session.
 
 Only viewer pages read the cookie. CallStore authenticates by its
 ``Authorization`` header alone, so a session never authorises a store call.
@@ -31,15 +34,18 @@ import base64
 import hmac
 import logging
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from starlette.requests import Request
 from starlette.responses import Response
+
+from .session_keys import ID_BYTES, SessionKeys, TableLocked
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +54,6 @@ CSRF_COOKIE = "bridge_store_csrf"
 CSRF_FIELD = "csrf"
 #: A session lasts a working day; signing in again is one paste.
 SESSION_SECONDS = 12 * 60 * 60
-
-#: Ended sessions remembered at once (about 100 bytes each); past it, every session ends.
-MAX_ENDED_SESSIONS = 100_000
 
 #: Who a valid token speaks for. Today one kind (the store token's holder); named
 #: tokens with tenants and scopes will bring theirs, through ``authenticate``.
@@ -68,18 +71,18 @@ class Sessions(Generic[Principal]):
     """Seals tokens into session cookies and finds the principal behind a request."""
 
     authenticate: Callable[[str], Awaitable[Principal | None]]
-    secret: bytes
+    keys: SessionKeys
 
     @classmethod
     def with_new_secret(
         cls, authenticate: Callable[[str], Awaitable[Principal | None]]
     ) -> Sessions[Principal]:
-        return cls(authenticate, secrets.token_bytes(32))
+        """Sessions of a server of one process."""
+        return cls(authenticate, SessionKeys.new())
 
     def __post_init__(self) -> None:
-        self._fernet = Fernet(base64.urlsafe_b64encode(self.secret))
-        #: Session id -> when its cookie expires anyway (time.time() seconds).
-        self._ended: dict[str, float] = {}
+        self._generation = -1
+        self._fernet = self._fernet_of(self.keys.ended.generation())
 
     async def principal(self, request: Request) -> Principal | None:
         """Who makes this request: its bearer token (scripts) or its session cookie."""
@@ -91,22 +94,33 @@ class Sessions(Generic[Principal]):
             return None
         return await self.authenticate(token)
 
-    def _open(self, cookie: str | None) -> tuple[str, str] | None:
+    def _open(self, cookie: str | None) -> tuple[bytes, str] | None:
         """The session id and token a live, not ended cookie holds."""
         if not cookie:
             return None
+        generation = self.keys.ended.generation()
         try:
-            payload = self._fernet.decrypt(cookie.encode("ascii"), ttl=SESSION_SECONDS).decode()
-        except (InvalidToken, UnicodeError):
+            payload = self._fernet_of(generation).decrypt(
+                cookie.encode("ascii"), ttl=SESSION_SECONDS
+            )
+            session_hex, colon, token = payload.decode().partition(":")
+            session_id = bytes.fromhex(session_hex)
+        except (InvalidToken, UnicodeError, ValueError):
             return None
-        session_id, colon, token = payload.partition(":")
-        if not colon or session_id in self._ended:
+        if not colon or len(session_id) != ID_BYTES:
+            return None
+        try:
+            if self.keys.ended.is_ended(session_id, generation):
+                return None
+        except TableLocked:
+            logger.warning("viewer sessions refused: the ended-session table stays locked")
             return None
         return session_id, token
 
     def sign_in(self, response: Response, token: str, *, path: str, secure: bool) -> None:
-        session_id = secrets.token_hex(16)
-        sealed = self._fernet.encrypt(f"{session_id}:{token}".encode()).decode("ascii")
+        session_id = secrets.token_hex(ID_BYTES)
+        fernet = self._fernet_of(self.keys.ended.generation())
+        sealed = fernet.encrypt(f"{session_id}:{token}".encode()).decode("ascii")
         response.set_cookie(
             SESSION_COOKIE,
             sealed,
@@ -118,32 +132,48 @@ class Sessions(Generic[Principal]):
         )
 
     def sign_out(self, request: Request, response: Response, *, path: str, secure: bool) -> None:
-        """End ``request``'s session here (every copy of its cookie) and in the browser."""
+        """End ``request``'s session on every worker (every copy of its cookie) and in
+        the browser."""
         cookie = request.cookies.get(SESSION_COOKIE)
         session = self._open(cookie)
         if cookie and session is not None:
+            # _open has just opened it with this key, the current generation's.
             issued = self._fernet.extract_timestamp(cookie.encode("ascii"))
             self._end(session[0], issued + SESSION_SECONDS)
         response.delete_cookie(
             SESSION_COOKIE, path=path, secure=secure, httponly=True, samesite="strict"
         )
 
-    def _end(self, session_id: str, expires: float) -> None:
-        if len(self._ended) >= MAX_ENDED_SESSIONS:
-            now = time.time()
-            self._ended = {sid: at for sid, at in self._ended.items() if at > now}
-        if len(self._ended) >= MAX_ENDED_SESSIONS:
-            # Forgetting an ended session would bring its cookie back: end them all.
+    def _end(self, session_id: bytes, expires: float) -> None:
+        try:
+            remembered = self.keys.ended.end(session_id, expires)
+        except TableLocked:
+            # Its reads fail closed meanwhile: no session, this one included, is accepted.
+            logger.warning(
+                "a viewer sign-out was not recorded: the ended-session table stays locked"
+            )
+            return
+        if not remembered:
+            # Forgetting an ended session would bring its cookie back: all of them ended.
             logger.warning(
                 "%d viewer sessions ended within %d hours: every session is signed out",
-                MAX_ENDED_SESSIONS,
+                self.keys.ended.capacity,
                 SESSION_SECONDS // 3600,
             )
-            self.secret = secrets.token_bytes(32)
-            self._fernet = Fernet(base64.urlsafe_b64encode(self.secret))
-            self._ended = {}
-            return
-        self._ended[session_id] = expires
+
+    def _fernet_of(self, generation: int) -> Fernet:
+        """The cookie key of ``generation``: derived from the server's secret, so every
+        worker derives the same one, and a new generation ends every session."""
+        if generation != self._generation:
+            key = HKDF(
+                algorithm=hashes.SHA256(),
+                length=32,
+                salt=None,
+                info=b"bridge-store viewer session cookies, generation %d" % generation,
+            ).derive(self.keys.secret)
+            self._fernet = Fernet(base64.urlsafe_b64encode(key))
+            self._generation = generation
+        return self._fernet
 
 
 def csrf_token(request: Request) -> str:
