@@ -10,9 +10,21 @@ it can import by name.
 The first worker starts alone, so migrations run once and a backend that cannot be
 reached stops the start with one line, as with one process; the others follow once
 it is ready. The parent prints the ready line when every worker is accepting, passes
-SIGTERM, SIGINT and SIGHUP on to them, and exits once they have. A worker that dies
+SIGTERM and SIGHUP on to them, and exits once they have. A worker that dies
 unexpectedly stops the others, and the parent exits non-zero, so the process
 supervisor restarts the whole server rather than running it short of a worker.
+
+SIGINT reaches the workers as SIGTERM. A terminal's Ctrl-C goes to the whole process
+group, workers included, and uvicorn takes a second SIGINT as "quit now, drop the
+calls in flight": forwarding the parent's own SIGINT as such would make every Ctrl-C
+that. A second Ctrl-C still forces the stop, as with one process.
+
+The workers end with their parent, whatever ends it (SIGKILL included): each holds
+the read end of a pipe whose write end only the parent holds, and a thread of the
+worker that reads it sees end-of-file once the parent is gone and sends the worker
+SIGTERM: a graceful stop once it serves, the end of its start before. Otherwise they
+would keep serving, re-parented to init, and the supervisor's restart would find the
+port taken.
 """
 
 from __future__ import annotations
@@ -23,13 +35,14 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...config import READY_PREFIX
-from ...errors import ConfigurationError
+from ...errors import EXIT_INTERRUPTED, ConfigurationError
 from ...stores import Routes
 from .serving import GRACEFUL_SHUTDOWN_SECONDS
 
@@ -66,14 +79,18 @@ def check_workers(workers: int, routes: Routes) -> None:
 def serve_workers(workers: int, worker: Worker, ready: dict[str, str]) -> int:
     """Run ``worker`` in ``workers`` forked processes; print the ready line once all run."""
     announcements, announcer = os.pipe()
+    # The parent alone holds lifeline's write end; the kernel closes it when it dies.
+    lifeline, lifeline_holder = os.pipe()
     children: list[int] = []
     stopping: list[int] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
         if signum != signal.SIGHUP:
             stopping.append(signum)
+        # The workers have the terminal's SIGINT already, if it came from there.
+        passed = signal.SIGTERM if signum == signal.SIGINT else signum
         for pid in children:
-            _signal(pid, signum)
+            _signal(pid, passed)
 
     previous = {
         number: signal.signal(number, forward)
@@ -81,42 +98,53 @@ def serve_workers(workers: int, worker: Worker, ready: dict[str, str]) -> int:
     }
     try:
         for _ in range(workers):
-            children.append(_fork(worker, announcements, announcer, previous))
+            pipes = _Pipes(announcements, announcer, lifeline, lifeline_holder)
+            children.append(_fork(worker, pipes, previous))
             failure = _wait_ready(announcements, children, stopping)
             if failure is not None:
                 return _stop(children, failure)
         print(READY_PREFIX + json.dumps({**ready, "workers": workers}), file=sys.stderr, flush=True)
         return _supervise(children, stopping)
     finally:
-        os.close(announcements)
-        os.close(announcer)
+        for end in (announcements, announcer, lifeline, lifeline_holder):
+            os.close(end)
         for number, handler in previous.items():
             signal.signal(number, handler)
 
 
-def _fork(
-    worker: Worker,
-    announcements: int,
-    announcer: int,
-    handlers: dict[signal.Signals, Any],
-) -> int:
+class _Pipes(NamedTuple):
+    """The parent's pipes to its workers: each end, read and write."""
+
+    announcements: int
+    announcer: int
+    lifeline: int
+    lifeline_holder: int
+
+
+def _fork(worker: Worker, pipes: _Pipes, handlers: dict[signal.Signals, Any]) -> int:
     pid = os.fork()
     if pid:
         return pid
-    # The worker: the parent's signal handlers and read end are not its own.
+    # The worker: the parent's signal handlers and its ends of the pipes are not its own.
     status = 1
     try:
-        os.close(announcements)
+        os.close(pipes.announcements)
+        os.close(pipes.lifeline_holder)
+        threading.Thread(
+            target=_end_with_parent, args=(pipes.lifeline,), name="parent-watch", daemon=True
+        ).start()
         for number, handler in handlers.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
         def announce() -> None:
-            os.write(announcer, b".")
+            os.write(pipes.announcer, b".")
 
         status = worker(announce)
     except ConfigurationError as error:
         _say(str(error))
         status = 2
+    except KeyboardInterrupt:  # Ctrl-C before it served: the parent says nothing either
+        status = EXIT_INTERRUPTED
     except BaseException:  # a traceback from a worker still ends that worker only
         import traceback
 
@@ -124,6 +152,14 @@ def _fork(
     finally:
         sys.stderr.flush()
         os._exit(status)
+
+
+def _end_with_parent(lifeline: int) -> None:
+    """In a worker: wait until the parent is gone (end-of-file: nothing is ever written
+    on the lifeline), then stop this worker as SIGTERM does."""
+    while os.read(lifeline, 1):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _wait_ready(announcements: int, children: list[int], stopping: list[int]) -> int | None:
