@@ -5,8 +5,9 @@ the real ``cursor-sdk-bridge`` pointed at the store, and drives an agent's whole
 cycle through the ``cursor_sdk`` client. After each step the store server is asked
 directly over CallStore what it now holds; finally the store server restarts and the
 history is still there, for the store and for a new bridge. The life cycle runs on every
-durable store kind and on a private Redis Cluster. Then the one-step launch:
-two sessions sharing one store, and a session whose bridge or store is killed.
+durable store kind, on a private Redis Cluster, and on SQLite under ``serve --workers
+2``. Then the one-step launch: two sessions sharing one store, and a session whose
+bridge or store is killed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ from tests.support.bridge_js import BridgeStoreClient, blob
 from tests.support.processes import still_running
 from tests.support.sdk_versions import current_install
 from tests.support.server import ServerProcess, serve
-from tests.support.stores import DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND, serve_arguments
+from tests.support.stores import (
+    DURABLE_STORE_KINDS,
+    REDIS_CLUSTER_KIND,
+    TWO_WORKERS_KIND,
+    serve_arguments,
+)
 
 pytestmark = [
     pytest.mark.bridge,
@@ -48,7 +54,7 @@ CONDITION_TIMEOUT_SECONDS = 30.0
 StoreArgs = list[str]
 
 
-@pytest.fixture(params=[*DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND])
+@pytest.fixture(params=[*DURABLE_STORE_KINDS, REDIS_CLUSTER_KIND, TWO_WORKERS_KIND])
 def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> StoreArgs:
     """``bridge-store serve`` arguments for a fresh, durable store."""
     return serve_arguments(request.param, request, tmp_path)

@@ -1,10 +1,13 @@
-"""GET /metrics: what each call records, auth, one registry per app, backend figures."""
+"""GET /metrics: what each call records (on one worker and on one of ``serve --workers
+2``), auth, one registry per app, backend figures."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +25,7 @@ from bridge_store.stores import Routes
 from bridge_store.substores import PoolStats
 from bridge_store_sql.backend import SqlBackend
 from testkit.inprocess import running
+from tests.support.server import serve
 
 TOKEN = "metrics-test-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -33,8 +37,19 @@ def app_config(url: str = "memory://", **options: Any) -> ServerConfig:
     return ServerConfig(routes=Routes.single(url), auth_token=TOKEN, **options)
 
 
-def post(base_url: str, substore: Any, method: Any, data: Any) -> httpx.Response:
-    return httpx.post(
+#: A server's base URL, or a client on one connection to it (under ``--workers 2``,
+#: one worker's: its metrics count its own calls).
+Target = str | httpx.Client
+
+
+def _on(target: Target) -> tuple[httpx.Client | Any, str]:
+    """What to send requests with, and the prefix of their paths."""
+    return (target, "") if isinstance(target, httpx.Client) else (httpx, target)
+
+
+def post(target: Target, substore: Any, method: Any, data: Any) -> httpx.Response:
+    http, base_url = _on(target)
+    return http.post(
         base_url + CALL_STORE_PATH,
         json={"substore": substore, "method": method, "input": data},
         headers=AUTH,
@@ -42,8 +57,9 @@ def post(base_url: str, substore: Any, method: Any, data: Any) -> httpx.Response
     )
 
 
-def scrape(base_url: str, headers: dict[str, str] | None = None) -> Samples:
-    response = httpx.get(base_url + METRICS_PATH, headers=AUTH if headers is None else headers)
+def scrape(target: Target, headers: dict[str, str] | None = None) -> Samples:
+    http, base_url = _on(target)
+    response = http.get(base_url + METRICS_PATH, headers=AUTH if headers is None else headers)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     return {
@@ -57,13 +73,26 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
 
 
-@pytest.fixture
-def served() -> Iterator[str]:
-    with running(create_app(app_config())) as base_url:
-        yield base_url
+@pytest.fixture(params=[1, 2], ids=["one-worker", "two-workers"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[httpx.Client]:
+    """A client on one kept-alive connection: to an app in this process, or to one
+    worker of ``serve --workers 2``, which counts the calls that worker answers."""
+    with serving(request.param, tmp_path) as base_url, httpx.Client(base_url=base_url) as client:
+        yield client
 
 
-def test_each_call_is_counted_timed_and_sized(served: str) -> None:
+@contextmanager
+def serving(workers: int, directory: Path) -> Iterator[str]:
+    if workers == 1:
+        with running(create_app(app_config())) as base_url:
+            yield base_url
+        return
+    store = f"sqlite:///{directory / 'store.db'}"
+    with serve("--store", store, "--workers", str(workers), token=TOKEN) as server:
+        yield server.url.rstrip("/")
+
+
+def test_each_call_is_counted_timed_and_sized(served: httpx.Client) -> None:
     for index in range(3):
         assert post(
             served, "runEvents", "append", {"runId": "r", "eventType": f"e{index}"}
@@ -84,7 +113,9 @@ def test_each_call_is_counted_timed_and_sized(served: str) -> None:
     assert value(samples, "bridge_store_calls_in_flight") == 0
 
 
-def test_duration_buckets_resolve_a_tenth_of_a_millisecond_to_ten_seconds(served: str) -> None:
+def test_duration_buckets_resolve_a_tenth_of_a_millisecond_to_ten_seconds(
+    served: httpx.Client,
+) -> None:
     post(served, "agents", "get", {"agentId": "a"})
     bounds = {
         float(dict(labels)["le"])
@@ -96,7 +127,7 @@ def test_duration_buckets_resolve_a_tenth_of_a_millisecond_to_ten_seconds(served
     assert bounds == {*DURATION_BUCKETS, float("inf")}
 
 
-def test_checkpoint_bytes_are_the_blob_bytes_not_their_base64(served: str) -> None:
+def test_checkpoint_bytes_are_the_blob_bytes_not_their_base64(served: httpx.Client) -> None:
     blob = bytes(range(256)) * 40
     data = base64.b64encode(blob).decode()
     blob_input = {"agentId": "a", "blobId": "b", "data": data}
@@ -109,13 +140,13 @@ def test_checkpoint_bytes_are_the_blob_bytes_not_their_base64(served: str) -> No
     assert value(samples, "bridge_store_checkpoint_bytes_read_total") == len(blob)
 
 
-def test_labels_never_take_a_value_the_method_table_lacks(served: str) -> None:
+def test_labels_never_take_a_value_the_method_table_lacks(served: httpx.Client) -> None:
     for index in range(20):
         post(served, f"substore-{index}", "get", {})
         post(served, "agents", f"method-{index}", {})
     post(served, ["a", "list"], {"an": "object"}, {})
     # Refused before the body named a call: no token at all.
-    httpx.post(served + CALL_STORE_PATH, json={"substore": "agents", "method": "get"})
+    served.post(CALL_STORE_PATH, json={"substore": "agents", "method": "get"})
     # Per-call series; per-backend ones are labelled by the substores a backend serves.
     samples = {
         key: count
@@ -132,7 +163,7 @@ def test_labels_never_take_a_value_the_method_table_lacks(served: str) -> None:
     assert value(samples, "bridge_store_calls_total", **unknown, code="unauthenticated") == 1
 
 
-def test_process_metrics_come_from_the_library_collectors(served: str) -> None:
+def test_process_metrics_come_from_the_library_collectors(served: httpx.Client) -> None:
     names = {name for (name, _) in scrape(served)}
     assert {"process_cpu_seconds_total", "process_resident_memory_bytes"} <= names
     assert {"python_info", "python_gc_collections_total"} <= names

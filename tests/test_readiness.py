@@ -29,6 +29,9 @@ from tests.support.proxy import FaultyProxy
 from tests.support.server import serve
 
 TOKEN = "readiness-test-token"
+#: Probes of a served store per check: each on a new connection, so under ``--workers
+#: 2`` either worker may answer any of them.
+PROBES = 8
 
 
 class ProbedBackend(MemoryBackend):
@@ -262,30 +265,34 @@ async def test_not_ready_before_the_stores_are_open() -> None:
     assert (response.status_code, response.json()) == (503, {"status": "starting", "backends": []})
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize(
     "scheme", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 )
 def test_schema_missing_is_unready_until_upgraded(
-    tmp_path: Path, request: pytest.FixtureRequest, scheme: str
+    tmp_path: Path, request: pytest.FixtureRequest, scheme: str, workers: str
 ) -> None:
+    """Every worker of ``serve --workers 2`` says the same: each probe asks on a new
+    connection, which either worker may take."""
     if scheme == "sqlite":
         url = f"sqlite:///{tmp_path / 'empty.db'}"
         (tmp_path / "empty.db").touch(mode=0o600)  # --no-migrate creates no database
     else:
         url = request.getfixturevalue("make_postgres_url")()
-    with serve("--store", url, "--no-migrate") as server:
-        status, body = readyz(server.url, server.token)
-        assert status == 503
-        (backend,) = body["backends"]
-        assert backend["scheme"] == scheme
-        assert backend["reason"].startswith("schema at revision (none), not ")
-        assert "bridge-store db upgrade" in backend["reason"]
-        # /healthz stays liveness: the process answers.
-        assert httpx.get(server.url + "healthz").status_code == 200
+    with serve("--store", url, "--no-migrate", "--workers", workers) as server:
+        for _ in range(PROBES):
+            status, body = readyz(server.url, server.token)
+            assert status == 503
+            (backend,) = body["backends"]
+            assert backend["scheme"] == scheme
+            assert backend["reason"].startswith("schema at revision (none), not ")
+            assert "bridge-store db upgrade" in backend["reason"]
+            # /healthz stays liveness: the process answers.
+            assert httpx.get(server.url + "healthz").status_code == 200
 
         upgrade = [sys.executable, "-m", "bridge_store", "db", "upgrade", "--store", url]
         subprocess.run(upgrade, check=True, capture_output=True, timeout=120)
-        assert readyz(server.url)[0] == 200
+        assert [readyz(server.url)[0] for _ in range(PROBES)] == [200] * PROBES
 
 
 @pytest.fixture

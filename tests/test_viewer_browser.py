@@ -3,9 +3,10 @@
 Sign in, filter and page the agents, open a transcript, expand a tool card and show
 all of its result, move through the transcript with the keyboard, follow a live run
 while events are appended, load a long run on scroll, search, export, and read it on
-a phone-sized screen. Every page is checked with axe-core (WCAG 2 A and AA: landmarks,
-labels, contrast...). Screenshots of the agents page and a transcript are saved to
-``test-artifacts/viewer/`` (``$BRIDGE_STORE_TEST_ARTIFACTS`` to move them).
+a phone-sized screen, on one worker and on ``serve --workers 2``. Every page is
+checked with axe-core (WCAG 2 A and AA: landmarks, labels, contrast...). Screenshots
+of the agents page and a transcript are saved to ``test-artifacts/viewer/``
+(``$BRIDGE_STORE_TEST_ARTIFACTS`` to move them).
 
 ``scripts/ensure-browser`` installs Chromium and axe-core when they are missing.
 """
@@ -16,18 +17,20 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.stores import Routes
 from testkit.inprocess import running
+from tests.support.server import serve
 
 from .support.history import (
     DOCS_AGENT,
@@ -75,7 +78,13 @@ expect.set_options(timeout=UI_TIMEOUT_MS)
 
 
 def store_call(url: str, substore: str, method: str, data: Any) -> None:
-    response = httpx.post(
+    with httpx.Client() as http:
+        store_call_on(http, url, substore, method, data)
+
+
+def store_call_on(http: httpx.Client, url: str, substore: str, method: str, data: Any) -> None:
+    """One CallStore call on ``http``'s connections (a new client costs ~0.1 s)."""
+    response = http.post(
         url + CALL_STORE_PATH,
         json={"substore": substore, "method": method, "input": data},
         headers={"Authorization": f"Bearer {TOKEN}"},
@@ -83,19 +92,38 @@ def store_call(url: str, substore: str, method: str, data: Any) -> None:
     assert response.status_code == 200, response.text
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
-    with running(app) as url:
-        for substore, method, data in history_calls():
-            store_call(url, substore, method, data)
-        for n in range(FILLER_AGENTS):
-            doc = agent(f"agent-filler-{n:02}", f"filler {n:02}", "/src/other", "idle", T0 - n)
-            store_call(url, "agents", "create", {"agent": doc})
-        store_call(url, "runs", "create", {"run": run(LOGIN_AGENT, LONG_RUN, 3, "finished")})
-        for n in range(LONG_RUN_EVENTS):
-            body = {"type": "task", "text": f"step {n}"}
-            store_call(url, "runEvents", "append", message(LOGIN_AGENT, LONG_RUN, body))
+@contextmanager
+def serving(workers: int, directory: Path) -> Iterator[str]:
+    """The server's URL (no trailing slash): one worker in this process, or ``serve
+    --workers N`` on SQLite, where each page, poll and export may land on any worker."""
+    if workers == 1:
+        app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
+        with running(app) as url:
+            yield url
+        return
+    store = f"sqlite:///{directory / 'store.db'}"
+    with serve("--store", store, "--workers", str(workers), token=TOKEN) as server:
+        yield server.url.rstrip("/")
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-worker", "two-workers"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with serving(request.param, tmp_path_factory.mktemp("viewer-browser")) as url:
+        with httpx.Client(timeout=30) as http:
+            for substore, method, data in history_calls():
+                store_call_on(http, url, substore, method, data)
+            for n in range(FILLER_AGENTS):
+                name, cwd = f"filler {n:02}", "/src/other"
+                doc = agent(f"agent-filler-{n:02}", name, cwd, "idle", T0 - n)
+                store_call_on(http, url, "agents", "create", {"agent": doc})
+            long_run = run(LOGIN_AGENT, LONG_RUN, 3, "finished")
+            store_call_on(http, url, "runs", "create", {"run": long_run})
+            for n in range(LONG_RUN_EVENTS):
+                body = {"type": "task", "text": f"step {n}"}
+                event = message(LOGIN_AGENT, LONG_RUN, body)
+                store_call_on(http, url, "runEvents", "append", event)
         yield url
 
 
@@ -108,9 +136,18 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
+def new_context(browser: Browser, server: str, **options: Any) -> BrowserContext:
+    """A browser context whose every request opens a new connection, as a browser's do
+    once its idle ones have closed: under two workers any page, poll, script or export
+    may land on either (kept-alive, a quick test would stay on one)."""
+    return browser.new_context(
+        base_url=server, extra_http_headers={"Connection": "close"}, **options
+    )
+
+
 @pytest.fixture
 def page(browser: Browser, server: str) -> Iterator[Page]:
-    context = browser.new_context(base_url=server, viewport={"width": 1280, "height": 900})
+    context = new_context(browser, server, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(UI_TIMEOUT_MS)
     tab = context.new_page()
     tab.goto("/ui/")
@@ -147,7 +184,7 @@ def screenshot(page: Page, name: str) -> None:
 
 
 def test_sign_in_is_accessible_and_required(browser: Browser, server: str) -> None:
-    context = browser.new_context(base_url=server)
+    context = new_context(browser, server)
     tab = context.new_page()
     tab.goto(f"/ui/agent?id={LOGIN_AGENT}")
     expect(tab).to_have_url(f"{server}/ui/sign-in?next=%2Fui%2Fagent%3Fid%3D{LOGIN_AGENT}")
@@ -307,8 +344,8 @@ def test_search_and_export(page: Page, tmp_path: Path) -> None:
 
 
 def test_readable_on_a_phone(browser: Browser, server: str) -> None:
-    context = browser.new_context(
-        base_url=server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    context = new_context(
+        browser, server, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
     )
     tab = context.new_page()
     tab.goto("/ui/sign-in")

@@ -22,11 +22,17 @@ CALL_STORE_PATH = ROUTE.lstrip("/")
 class StoreHttpClient:
     """A CallStore client over its own HTTP connection (one per thread under load)."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, *, new_connections: bool = False) -> None:
+        """``new_connections``: each call on a connection of its own, so that any worker
+        of ``serve --workers N`` may answer it (kept alive, they all go to one)."""
         self._url = url + CALL_STORE_PATH
+        one_use: dict[str, Any] = (
+            {"limits": httpx.Limits(max_keepalive_connections=0)} if new_connections else {}
+        )
         self._http = httpx.Client(
             timeout=60.0,
             headers={"Authorization": f"Bearer {token}", "Connect-Protocol-Version": "1"},
+            **one_use,
         )
 
     def call(self, substore: str, method: str, data: Any) -> Any:

@@ -24,6 +24,9 @@ DURABLE_STORE_KINDS = [kind for kind in STORE_KINDS if kind.values != ("memory",
 #: A private Redis Cluster (3 primaries, a replica each) for the test module that
 #: asks for it: costlier than a prefix on the machine's Redis, so opted into per test.
 REDIS_CLUSTER_KIND = pytest.param("redis-cluster", marks=pytest.mark.redis)
+#: SQLite served by ``serve --workers 2``: the HTTP surfaces run against two processes
+#: too, where each call, poll or page may land on either.
+TWO_WORKERS_KIND = pytest.param("sqlite-2-workers")
 
 
 def serve_arguments(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
@@ -34,6 +37,8 @@ def serve_arguments(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -
         # An empty file is an empty database; commands that only read create none.
         (tmp_path / "store.db").touch(mode=0o600)
         return ["--store", f"sqlite:///{tmp_path / 'store.db'}"]
+    if kind == "sqlite-2-workers":
+        return [*serve_arguments("sqlite", request, tmp_path), "--workers", "2"]
     if kind == "postgres":
         return ["--store", request.getfixturevalue("make_postgres_url")()]
     if kind == "redis":
