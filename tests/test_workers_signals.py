@@ -114,14 +114,16 @@ def test_workers_end_gracefully_when_the_parent_is_killed_while_serving(tmp_path
         server.process.kill()
         server.process.wait(timeout=30)
         wait_for_lines(server, "Shutting down", 2)
-        assert [finish(call) for call in calls] == [b"HTTP/1.1 200 OK"] * CALLS
-        assert still_running(workers) == []
+        # What a supervisor does next: start the server again on its port. The old
+        # workers have stopped listening, and still finish the calls they hold.
+        store = f"sqlite:///{tmp_path}/store.db"
+        with serve("--store", store, "--port", str(port), "--no-ui") as again:
+            assert address_of(again)[1] == port
+            assert [finish(call) for call in calls] == [b"HTTP/1.1 200 OK"] * CALLS
+            assert still_running(workers) == []
+            assert again.call("agents", "list", {"filter": {}})["items"] == []
     finally:
         server.stop()
-    # What a supervisor does next: start the server again on its port.
-    with serve("--store", f"sqlite:///{tmp_path}/store.db", "--port", str(port)) as again:
-        assert address_of(again)[1] == port
-        assert again.call("agents", "list", {"filter": {}})["items"] == []
 
 
 @contextmanager
