@@ -148,9 +148,10 @@ def holding(pid: int, path: Path) -> bool:
         return False
 
 
-def test_the_first_worker_ends_when_the_parent_is_killed_while_it_migrates(
-    tmp_path: Path,
-) -> None:
+@contextmanager
+def migrating(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
+    """``serve --workers 2`` whose first worker waits on the store's lock to migrate,
+    in a session of its own; and that worker. Whatever is left is killed at the end."""
     store = tmp_path / "store.db"
     workers: list[int] = []
     with locked(store):
@@ -158,7 +159,7 @@ def test_the_first_worker_ends_when_the_parent_is_killed_while_it_migrates(
             [sys.executable, "-m", "bridge_store", "serve", "--port", "0", "--workers", "2",
              "--store", f"sqlite:///{store}?busy_timeout={LOCK_WAIT_MS}"],
             env={**os.environ, "BRIDGE_STORE_AUTH_TOKEN": "a-token-of-sixteen-or-more"},
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True,
         )  # fmt: skip
         try:
@@ -168,12 +169,30 @@ def test_the_first_worker_ends_when_the_parent_is_killed_while_it_migrates(
                 assert time.monotonic() < deadline, "no worker opened the store"
                 workers = [pid for pid in descendants(process.pid) if holding(pid, store)]
                 time.sleep(0.02)
-            process.kill()
-            process.wait(timeout=30)
-            # The worker ends while its migration still waits on the lock.
-            assert still_running(workers) == []
+            yield process, workers
         finally:
             process.kill()
-            process.wait(timeout=30)
+            process.communicate(timeout=30)
             for pid in still_running(workers, timeout=0):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_first_worker_ends_when_the_parent_is_killed_while_it_migrates(
+    tmp_path: Path,
+) -> None:
+    with migrating(tmp_path) as (process, workers):
+        process.kill()
+        process.wait(timeout=30)
+        # The worker ends while its migration still waits on the lock.
+        assert still_running(workers) == []
+
+
+def test_ctrl_c_while_the_first_worker_migrates_ends_the_start_as_with_one_process(
+    tmp_path: Path,
+) -> None:
+    with migrating(tmp_path) as (process, workers):
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130  # interrupted, as a shell reports it
+        assert "Traceback" not in stderr
+        assert still_running(workers) == []

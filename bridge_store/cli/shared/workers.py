@@ -165,7 +165,7 @@ def _end_with_parent(lifeline: int) -> None:
 def _wait_ready(announcements: int, children: list[int], stopping: list[int]) -> int | None:
     """Wait until the newest worker says it accepts connections (None), or the exit
     status the server gives up with: a worker's that died, 1 for a start that took too
-    long, 0 for a stop signal."""
+    long, 128 + its number for a stop signal (130 for Ctrl-C, as with one process)."""
     deadline = time.monotonic() + WORKER_START_SECONDS
     while not stopping:
         if time.monotonic() > deadline:
@@ -178,9 +178,11 @@ def _wait_ready(announcements: int, children: list[int], stopping: list[int]) ->
         for pid in children:
             if (status := _exited(pid)) is not None:
                 children.remove(pid)
+                if stopping:  # it ended on the stop signal passed on to it
+                    break
                 # The worker has said why on stderr.
                 return _exit_code(status) or 1
-    return 0
+    return 128 + stopping[0]
 
 
 def _supervise(children: list[int], stopping: list[int]) -> int:
@@ -218,7 +220,10 @@ def _stop(children: list[int], status: int) -> int:
 
 
 def _exit_code(status: int) -> int:
-    return os.waitstatus_to_exitcode(status) if status >= 0 else 0
+    """A worker's exit code; 128 + N for one killed by signal N, as shells report it
+    (passed on as it is, -N would leave the parent as 256 - N)."""
+    code = os.waitstatus_to_exitcode(status) if status >= 0 else 0
+    return 128 - code if code < 0 else code
 
 
 def _exited(pid: int) -> int | None:
