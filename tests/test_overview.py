@@ -16,7 +16,10 @@ checks are tested on their own.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import random
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bridge_store.cli import main
 from bridge_store.conformance.harness import StoreClient, run
 from bridge_store.errors import ConfigurationError
 from bridge_store.history import summarize_run
@@ -31,8 +35,9 @@ from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.security.auth import Principal, Scope
 from bridge_store.statistics import DAY_MS, Counts, Duration, ToolCount, Totals, run_statistics
 from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.toml_files import MAX_TOML_BYTES
 from bridge_store.viewer.overview import percentile, priced, scan_counts, window
-from bridge_store.viewer.prices import load_prices
+from bridge_store.viewer.prices import PriceTable, load_prices
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store_sql import overview
 from bridge_store_sql.backend import SqlBackend
@@ -335,11 +340,14 @@ def test_prices_turn_tokens_into_money_per_day_model_and_in_all(tmp_path: Path) 
         (b"[models]\na = 1\n", "models.a must be a table"),
         (b"[models.a]\ninput = 1\n", "models.a has no output price"),
         (b"[models.a]\ninput = 1\noutput = 1\nreasoning = 2\n", "models.a.reasoning is not"),
-        (b"[models.a]\ninput = -1\noutput = 1\n", "models.a.input must be a non-negative"),
-        (b"[models.a]\ninput = nan\noutput = 1\n", "models.a.input must be a non-negative"),
-        (b"[models.a]\ninput = inf\noutput = 1\n", "models.a.input must be a non-negative"),
-        (b"[models.a]\ninput = true\noutput = 1\n", "models.a.input must be a non-negative"),
-        (b'[models.a]\ninput = "1"\noutput = 1\n', "models.a.input must be a non-negative"),
+        (b"[models.a]\ninput = -1\noutput = 1\n", "models.a.input must be a number from 0"),
+        (b"[models.a]\ninput = nan\noutput = 1\n", "models.a.input must be a number from 0"),
+        (b"[models.a]\ninput = inf\noutput = 1\n", "models.a.input must be a number from 0"),
+        (b"[models.a]\ninput = true\noutput = 1\n", "models.a.input must be a number from 0"),
+        (b'[models.a]\ninput = "1"\noutput = 1\n', "models.a.input must be a number from 0"),
+        # Absurd: its product with a day's tokens overflowed to Infinity.
+        (b"[models.a]\ninput = 1e308\noutput = 1\n", "models.a.input must be a number from 0"),
+        (b"[models.a]\ninput = 1\noutput = 1_000_000_001\n", "to 1,000,000,000 (per million"),
         (b"a = " + b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
         (b"a = " + b"{b = " * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
     ],
@@ -355,6 +363,58 @@ def test_a_wrong_price_table_is_one_line_naming_the_file(
     assert message.startswith(f"--prices {path}: ")
     assert problem in message
     assert "\n" not in message
+
+
+def test_a_price_table_past_the_size_bound_or_not_a_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--prices /dev/zero`` read until memory ran out; a FIFO waited for a writer."""
+    large = tmp_path / "large.toml"
+    large.write_bytes(b"[models.a]\ninput = 1\noutput = 1\n" + b"#" * MAX_TOML_BYTES)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    problems = {
+        large: "larger than 1 MiB, too large to be a price table",
+        Path("/dev/zero"): "not a regular file (it is a FIFO, socket or device)",
+        fifo: "not a regular file (it is a FIFO, socket or device)",
+        tmp_path: "not a regular file (it is a directory)",
+    }
+    for path, problem in problems.items():
+        outcome: list[object] = []
+
+        def load(path: Path = path, outcome: list[object] = outcome) -> None:
+            try:
+                outcome.append(load_prices(path))
+            except BaseException as error:
+                outcome.append(error)
+
+        # In a thread with a bound, so a loader that blocks (the FIFO) fails the test.
+        reader = threading.Thread(target=load, daemon=True)
+        reader.start()
+        reader.join(10)
+        assert outcome, f"loading {path} did not finish within 10 s"
+        assert isinstance(outcome[0], ConfigurationError), f"{path}: {outcome[0]!r}"
+        assert str(outcome[0]) == f"--prices {path}: {problem}"
+    exact = tmp_path / "exact.toml"
+    text = b"[models.a]\ninput = 1\noutput = 1\n"
+    exact.write_bytes(text + b"#" * (MAX_TOML_BYTES - len(text)))
+    assert load_prices(exact).models == {"a": {"inputTokens": 1.0, "outputTokens": 1.0}}
+    # The command stops in that one line, before it opens the store.
+    store = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["overview", "--prices", "/dev/zero", "--store", store]) == 2
+    assert capsys.readouterr().err == (
+        "bridge-store: --prices /dev/zero: not a regular file (it is a FIFO, socket or device)\n"
+    )
+
+
+def test_a_cost_that_would_overflow_is_null_in_every_json() -> None:
+    """A table built past load_prices' bound: the cost is None (JSON null), never inf."""
+    table = PriceTable("USD", {"composer-2": {"inputTokens": 1e308, "outputTokens": 0.0}})
+    week = priced(window(counts(), today=TODAY, days=7), table)
+    assert {m["model"]: m["cost"] for m in week["byModel"]}["composer-2"] is None
+    assert week["unpriced"] == ["(none)", "composer-2", "gpt-5"]
+    assert week["total"]["cost"] == 0
+    json.dumps(week, allow_nan=False)  # what overview --json prints: valid JSON
 
 
 def test_a_missing_price_table_is_one_line(tmp_path: Path) -> None:

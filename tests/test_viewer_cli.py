@@ -182,7 +182,7 @@ def test_overview_of_the_last_days_with_and_without_prices(
     code, _, err = run_cli(capsys, "overview", "--prices", str(prices), *source)
     assert code == 2
     assert err.count("\n") == 1
-    assert "models.x.input must be a non-negative number" in err
+    assert "models.x.input must be a number from 0 to 1,000,000,000" in err
 
 
 def test_transcript_as_text_json_lines_and_markdown(

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         if prices is not None:
             data = with_prices(data, prices)
         if args.json:
-            print(json.dumps(data, ensure_ascii=False))
+            # allow_nan=False: a cost is null, never Infinity (viewer/prices.py).
+            print(json.dumps(data, ensure_ascii=False, allow_nan=False))
         else:
             print_overview(data)
 

@@ -11,8 +11,12 @@ TOML, one table per model id, prices per million tokens::
     cache_write = 1.25          # optional, 0 unless given
 
 Every mistake (a file that cannot be read, TOML that does not parse, an unknown key, a
-price that is not a non-negative finite number) is one line naming the file and the
-key, raised as :class:`~bridge_store.errors.ConfigurationError`.
+price that is not a number from 0 to :data:`MAX_PRICE`) is one line naming the file and
+the key, raised as :class:`~bridge_store.errors.ConfigurationError`.
+
+With prices so bounded, no cost of any token counts a store holds overflows a float;
+:meth:`PriceTable.cost` still answers None rather than a non-finite number, so every
+JSON that shows a cost (the viewer's, ``overview --json``) says ``null`` alike.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from ..toml_files import load_toml
 PRICED = dict(zip(("input", "output", "cache_read", "cache_write"), TOKEN_KINDS, strict=True))
 REQUIRED = ("input", "output")
 PER_TOKENS = 1_000_000
+#: The highest price per million tokens taken: a thousand units of any currency per
+#: token, above every model's price in every currency in use, and far enough below a
+#: float's range that no product of it with a token count overflows.
+MAX_PRICE = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +51,10 @@ class PriceTable:
         prices = self.models.get(model) if model is not None else None
         if prices is None:
             return None
-        return sum(tokens.get(kind, 0) * price for kind, price in prices.items()) / PER_TOKENS
+        cost = sum(tokens.get(kind, 0) * price for kind, price in prices.items()) / PER_TOKENS
+        # Not reachable with a table load_prices read; a table built otherwise says
+        # "no cost" rather than Infinity, which JSON cannot carry.
+        return cost if math.isfinite(cost) else None
 
 
 def load_prices(path: str | Path) -> PriceTable:
@@ -82,8 +93,11 @@ def parse_prices(document: dict[str, Any], where: str) -> PriceTable:
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
-                or value < 0
+                or not 0 <= value <= MAX_PRICE
             ):
-                raise problem(f"models.{model}.{key} must be a non-negative number, not {value!r}")
+                raise problem(
+                    f"models.{model}.{key} must be a number from 0 to {MAX_PRICE:,.0f} "
+                    f"(per million tokens), not {value!r}"
+                )
             table[model][PRICED[key]] = float(value)
     return PriceTable(currency=currency.strip(), models=table)
