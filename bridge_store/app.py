@@ -245,7 +245,9 @@ class BridgeStoreServer:
         ]
         if metrics is not None:
             metrics_tokens = None if config.metrics_public else self.tokens
-            endpoint_of_metrics = MetricsEndpoint(metrics.registry, metrics_tokens)
+            endpoint_of_metrics = MetricsEndpoint(
+                metrics.registry, metrics_tokens, metrics.activity_collector
+            )
             routes.append(Route(METRICS_PATH, endpoint_of_metrics, methods=["GET"]))
         if config.ui:
             from .viewer.app import create_viewer  # Jinja2 and the pages load only with it

@@ -28,7 +28,7 @@ class ServerConfig:
     """Everything ``create_app`` needs.
 
     Callers authenticate with ``tokens`` (named tokens with tenants and scopes) or,
-    the one-token shorthand, ``auth_token`` (tenant ``default``, scope ``admin``);
+    the one-token shorthand, ``auth_token`` (tenant ``default``, scope ``operator``);
     exactly one of the two is given. With ``keyring``, sdkMetadata and checkpoint blobs
     are encrypted before they reach any backend.
     ``migrate`` brings SQL schemas to the latest revision when the server starts.

@@ -42,6 +42,8 @@ def test_scopes_include_the_ones_before() -> None:
     assert Scope.WRITE.allows(Scope.READ)
     assert not Scope.WRITE.allows(Scope.ADMIN)
     assert not Scope.READ.allows(Scope.WRITE)
+    assert Scope.OPERATOR.allows(Scope.ADMIN)
+    assert not Scope.ADMIN.allows(Scope.OPERATOR)
 
 
 @pytest.mark.parametrize("name", ["default", "team-a", "a", "t_1", "x" * 63])
@@ -102,11 +104,11 @@ def _no_scan(a: bytes, b: bytes) -> bool:
     raise AssertionError("a presented token is looked up, not compared with every entry")
 
 
-def test_the_one_token_shorthand_is_an_admin_of_tenant_default() -> None:
+def test_the_one_token_shorthand_is_an_operator_of_tenant_default() -> None:
     registry = TokenRegistry.single("the-one-shared-token")
     principal = registry.resolve(b"the-one-shared-token")
     assert principal is not None
-    assert (principal.tenant, principal.scope) == (DEFAULT_TENANT, Scope.ADMIN)
+    assert (principal.tenant, principal.scope) == (DEFAULT_TENANT, Scope.OPERATOR)
     assert registry.path is None
     assert not registry.reload()
 

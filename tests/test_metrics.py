@@ -181,10 +181,10 @@ def test_metrics_need_the_token_unless_public() -> None:
 
 
 def test_metrics_with_a_valid_non_admin_token_is_403_naming_the_admin_scope() -> None:
-    # Metrics cover every tenant: a write or read token of one tenant is refused, and
-    # told why (it was 401 "missing or invalid bearer token", as if it were unknown).
+    # A write or read token of one tenant is refused, and told why (it was 401
+    # "missing or invalid bearer token", as if it were unknown).
     entries = [
-        TokenEntry("ops", token_digest("ops-token-0123456789"), "ops", Scope.ADMIN),
+        TokenEntry("ops", token_digest("ops-token-0123456789"), "ops", Scope.OPERATOR),
         TokenEntry("alice", token_digest("alice-token-0123456789"), "team-a", Scope.WRITE),
     ]
     config = ServerConfig(routes=Routes.single("memory://"), tokens=TokenRegistry(entries))

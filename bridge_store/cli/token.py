@@ -38,7 +38,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--scope",
         required=True,
         choices=[scope.value for scope in Scope],
-        help="read: get and list only; write: what a bridge does; admin: also prune, export",
+        help="read: get and list only; write: what a bridge does; admin: also prune, export "
+        "and its tenant's metrics; operator: also every tenant's metrics",
     )
     listing = actions.add_parser(
         "list",
@@ -71,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
         revoke_token(path, args.name)
     else:
         entries = load_entries(path)  # a file that cannot be read prints no header
-        print(f"{'NAME':<24} {'TENANT':<24} {'SCOPE':<6} SHA256")
+        print(f"{'NAME':<24} {'TENANT':<24} {'SCOPE':<8} SHA256")
         for entry in entries:
             digest = entry.sha256.hex()[:SHOWN_DIGEST_DIGITS]
-            print(f"{entry.name:<24} {entry.tenant:<24} {entry.scope.value:<6} {digest}...")
+            print(f"{entry.name:<24} {entry.tenant:<24} {entry.scope.value:<8} {digest}...")
     return 0
 
 

@@ -17,9 +17,16 @@ its own (the backend's is handed back as it is). As for the per-call metrics
 (:mod:`.metrics`), the counts are plain dicts the event loop updates and a collector
 turns into families when Prometheus scrapes.
 
-Label values are bounded: each label keeps the first :data:`LABEL_CAPS` values it
-sees and reports every later one as ``other``, so a client cannot grow the number of
-series (tool names and model ids come from documents).
+Label values are bounded, per tenant and in all, so a client cannot grow the number of
+series (tool names and model ids come from documents): each tenant keeps the first
+:data:`LABEL_CAPS` models and tools it sees and reports every later one as ``other``,
+and so does every tenant once :data:`SERIES_CAPS` values are kept across tenants. One
+tenant's many models never turn another tenant's first one into ``other``. The first
+``LABEL_CAPS["tenant"]`` tenants are kept by name, later ones together as
+:data:`OTHER_TENANTS`, which no tenant can be named.
+
+Each tenant's counts are apart, so its own series can be shown to it alone
+(:meth:`ActivityCollector.collect_tenant`; see :class:`.metrics.MetricsEndpoint`).
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ import dataclasses
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -41,9 +47,16 @@ from .activity_stores import MeteredRunEvents, MeteredRuns
 
 #: Past this many values of a label, further values are reported as this.
 OTHER = "other"
+#: The ``tenant`` of every tenant past the first ``LABEL_CAPS["tenant"]``: a leading
+#: ``_`` starts no tenant name, so it is never one tenant's own series.
+OTHER_TENANTS = "_other"
 #: A run without a model, a tool without a name.
 NONE = "none"
+#: Tenants kept by name; models and tools kept by name per tenant.
 LABEL_CAPS = {"tenant": 100, "model": 50, "tool": 100}
+#: Models and tools kept by name across all tenants (each tenant's own ``other`` and
+#: ``none`` come on top): with the tenants' cap, about 18,000 activity series at most.
+SERIES_CAPS = {"model": 500, "tool": 1000}
 #: Ended runs remembered so that a later update does not count them twice.
 REMEMBERED_RUNS = 10_000
 ENDED = frozenset({"finished", "error", "cancelled", "expired"})
@@ -53,13 +66,24 @@ _BUCKET_LABELS = [*(repr(bound) for bound in RUN_DURATION_BUCKETS), "+Inf"]
 _KIND_LABELS = dict(zip(TOKEN_KINDS, ("input", "output", "cache_read", "cache_write"), strict=True))
 
 
+class Budget:
+    """How many more label values may be kept by name, shared by every tenant's caps."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+
 class LabelCap:
-    """One label's values: the first ``cap`` seen, then :data:`OTHER`."""
+    """One tenant's values of a label: the first ``cap`` seen while ``budget`` lasts,
+    then :data:`OTHER`."""
 
-    __slots__ = ("_cap", "_seen")
+    __slots__ = ("_budget", "_cap", "_seen")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, budget: Budget) -> None:
         self._cap = cap
+        self._budget = budget
         self._seen: set[str] = set()
 
     def __call__(self, value: str | None) -> str:
@@ -67,24 +91,48 @@ class LabelCap:
             return NONE
         if value in self._seen:
             return value
-        if len(self._seen) >= self._cap or label(value) is None or len(value) > 64:
+        if (
+            len(self._seen) >= self._cap
+            or self._budget.left <= 0
+            or label(value) is None
+            or len(value) > 64
+        ):
             return OTHER
         self._seen.add(value)
+        self._budget.left -= 1
         return value
 
 
+class TenantActivity:
+    """What one tenant's runs and tool calls counted (or every tenant past the cap's)."""
+
+    __slots__ = ("durations", "model", "name", "runs", "tokens", "tool", "tool_calls")
+
+    def __init__(self, name: str, models: Budget, tools: Budget) -> None:
+        #: The ``tenant`` label: the tenant's name, or :data:`OTHER_TENANTS`.
+        self.name = name
+        self.model = LabelCap(LABEL_CAPS["model"], models)
+        self.tool = LabelCap(LABEL_CAPS["tool"], tools)
+        #: (tool, status) -> calls.
+        self.tool_calls: dict[tuple[str, str], int] = {}
+        #: (status, model) -> runs.
+        self.runs: dict[tuple[str, str], int] = {}
+        #: (kind, model) -> tokens.
+        self.tokens: dict[tuple[str, str], int] = {}
+        #: model -> runs per duration bucket (the last is +Inf), and the sum.
+        self.durations: dict[str, tuple[list[int], list[float]]] = {}
+
+
 class ActivityCounts:
-    """What the metered substores counted since the server started."""
+    """What the metered substores counted since the server started, tenant by tenant."""
 
     def __init__(self) -> None:
-        self.tenant = LabelCap(LABEL_CAPS["tenant"])
-        self.model = LabelCap(LABEL_CAPS["model"])
-        self.tool = LabelCap(LABEL_CAPS["tool"])
-        self.tool_calls: dict[tuple[str, str, str], int] = {}
-        self.runs: dict[tuple[str, str, str], int] = {}
-        self.tokens: dict[tuple[str, str, str], int] = {}
-        #: (model, tenant) -> runs per duration bucket (the last is +Inf), and the sum.
-        self.durations: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+        self._models = Budget(SERIES_CAPS["model"])
+        self._tools = Budget(SERIES_CAPS["tool"])
+        #: The tenants kept by name.
+        self.tenants: dict[str, TenantActivity] = {}
+        #: Every tenant past the first ``LABEL_CAPS["tenant"]``.
+        self.others = TenantActivity(OTHER_TENANTS, self._models, self._tools)
         self._ended: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     def metered(self, stores: Stores) -> Stores:
@@ -95,10 +143,21 @@ class ActivityCounts:
             run_events=MeteredRunEvents(stores.run_events, self.tool_call),
         )
 
+    def of(self, tenant: str) -> TenantActivity:
+        """The counts ``tenant``'s calls go to."""
+        found = self.tenants.get(tenant)
+        if found is not None:
+            return found
+        if len(self.tenants) >= LABEL_CAPS["tenant"]:
+            return self.others
+        found = self.tenants[tenant] = TenantActivity(tenant, self._models, self._tools)
+        return found
+
     def tool_call(self, tenant: str, outcome: tuple[str, bool]) -> None:
         tool, failed = outcome
-        key = (self.tool(tool), "error" if failed else "completed", self.tenant(tenant))
-        self.tool_calls[key] = self.tool_calls.get(key, 0) + 1
+        counts = self.of(tenant)
+        key = (counts.tool(tool), "error" if failed else "completed")
+        counts.tool_calls[key] = counts.tool_calls.get(key, 0) + 1
 
     def run_written(self, tenant: str, run: Document) -> None:
         """A run was created or updated: count it if this ended it."""
@@ -112,16 +171,17 @@ class ActivityCounts:
         if len(self._ended) > REMEMBERED_RUNS:
             self._ended.popitem(last=False)
         summary = summarize_run(run)
-        model, who = self.model(summary.model_id), self.tenant(tenant)
-        key = (str(status), model, who)
-        self.runs[key] = self.runs.get(key, 0) + 1
+        counts = self.of(tenant)
+        model = counts.model(summary.model_id)
+        key = (str(status), model)
+        counts.runs[key] = counts.runs.get(key, 0) + 1
         for kind, count in (summary.tokens or {}).items():
-            tokens = (_KIND_LABELS[kind], model, who)
-            self.tokens[tokens] = self.tokens.get(tokens, 0) + max(count, 0)
+            tokens = (_KIND_LABELS[kind], model)
+            counts.tokens[tokens] = counts.tokens.get(tokens, 0) + max(count, 0)
         if summary.duration_ms is not None and summary.duration_ms >= 0:
             seconds = summary.duration_ms / 1000
-            buckets, total = self.durations.setdefault(
-                (model, who), ([0] * (len(RUN_DURATION_BUCKETS) + 1), [0.0])
+            buckets, total = counts.durations.setdefault(
+                model, ([0] * (len(RUN_DURATION_BUCKETS) + 1), [0.0])
             )
             buckets[bisect_left(RUN_DURATION_BUCKETS, seconds)] += 1
             total[0] += seconds
@@ -134,39 +194,54 @@ class ActivityCollector:
         self._counts = counts
 
     def collect(self) -> Iterable[Metric]:
+        """Every tenant's series (the operator's view)."""
         counts = self._counts
-        runs = CounterMetricFamily(
-            "bridge_store_runs_finished",
-            "Runs that ended (finished, error, cancelled, expired), by status, model, tenant",
-            labels=["status", "model", "tenant"],
-        )
-        tokens = CounterMetricFamily(
-            "bridge_store_run_tokens",
-            "Tokens of the usage of runs that ended, by kind, model and tenant",
-            labels=["kind", "model", "tenant"],
-        )
-        tools = CounterMetricFamily(
-            "bridge_store_tool_calls",
-            "Tool calls that ended (completed or error), by tool, status and tenant",
-            labels=["tool", "status", "tenant"],
-        )
-        durations = HistogramMetricFamily(
-            "bridge_store_run_duration_seconds",
-            "Duration of runs that ended (startedAt to endedAt), by model and tenant",
-            labels=["model", "tenant"],
-        )
-        families: list[tuple[CounterMetricFamily, dict[Any, int]]] = [
+        return _families([*counts.tenants.values(), counts.others])
+
+    def collect_tenant(self, tenant: str) -> Iterable[Metric]:
+        """``tenant``'s series only: the same families, without another tenant's sample.
+
+        A tenant past the cap, counted with the others, has none of its own to show.
+        """
+        found = self._counts.tenants.get(tenant)
+        return _families([] if found is None else [found])
+
+
+def _families(tenants: Iterable[TenantActivity]) -> list[Metric]:
+    runs = CounterMetricFamily(
+        "bridge_store_runs_finished",
+        "Runs that ended (finished, error, cancelled, expired), by status, model, tenant",
+        labels=["status", "model", "tenant"],
+    )
+    tokens = CounterMetricFamily(
+        "bridge_store_run_tokens",
+        "Tokens of the usage of runs that ended, by kind, model and tenant",
+        labels=["kind", "model", "tenant"],
+    )
+    tools = CounterMetricFamily(
+        "bridge_store_tool_calls",
+        "Tool calls that ended (completed or error), by tool, status and tenant",
+        labels=["tool", "status", "tenant"],
+    )
+    durations = HistogramMetricFamily(
+        "bridge_store_run_duration_seconds",
+        "Duration of runs that ended (startedAt to endedAt), by model and tenant",
+        labels=["model", "tenant"],
+    )
+    for counts in tenants:
+        who = counts.name
+        families: list[tuple[CounterMetricFamily, dict[tuple[str, str], int]]] = [
             (runs, counts.runs),
             (tokens, counts.tokens),
             (tools, counts.tool_calls),
         ]
         for family, values in families:
-            for labels, value in list(values.items()):
-                family.add_metric(list(labels), value)
-        for (model, tenant), (buckets, total) in list(counts.durations.items()):
+            for (first, second), value in list(values.items()):
+                family.add_metric([first, second, who], value)
+        for model, (buckets, total) in list(counts.durations.items()):
             cumulative, seen = [], 0
             for bound, count in zip(_BUCKET_LABELS, buckets, strict=True):
                 seen += count
                 cumulative.append((bound, float(seen)))
-            durations.add_metric([model, tenant], cumulative, total[0])
-        return [runs, tokens, tools, durations]
+            durations.add_metric([model, who], cumulative, total[0])
+    return [runs, tokens, tools, durations]

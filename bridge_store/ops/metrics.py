@@ -288,7 +288,8 @@ class Metrics:
         self.registry.register(CallCollector([*self._methods.values(), self.unknown], self.counts))
         #: Runs finished, tokens, tool calls: counted by the metered runs and events.
         self.activity = ActivityCounts()
-        self.registry.register(ActivityCollector(self.activity))
+        self.activity_collector = ActivityCollector(self.activity)
+        self.registry.register(self.activity_collector)
         #: Calls being answered now; an int the hot path bumps, read at scrape.
         self.in_flight = 0
         Gauge(
@@ -319,32 +320,62 @@ class Metrics:
 class MetricsEndpoint:
     """``GET /metrics``: the library's ASGI exposition app, behind an ``admin`` token.
 
-    Metrics cover every tenant, so only an admin token reads them: no token or an
-    unknown one is 401, a valid token of another scope 403 naming the scope it lacks.
-    ``tokens`` None serves without auth (``--metrics-public``).
+    The whole registry spans every tenant, so it is the operator's: a token of scope
+    ``operator`` (the one-token shorthand is one). A tenant's ``admin`` token reads its
+    own tenant's activity series alone, through a registry of that one collector, and
+    never a figure that other tenants' calls add to (calls, bytes, backends, process).
+    No token or an unknown one is 401, a valid token below ``admin`` 403 naming the
+    scope it lacks. ``tokens`` None serves the whole registry without auth
+    (``--metrics-public``: whoever can reach it is the operator).
     """
 
-    def __init__(self, registry: CollectorRegistry, tokens: TokenRegistry | None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        tokens: TokenRegistry | None,
+        activity: ActivityCollector,
+    ) -> None:
         self._exposition = make_asgi_app(registry)
         self._tokens = tokens
+        self._activity = activity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._tokens is not None:
-            principal = bearer_principal(Headers(scope=scope).get("authorization"), self._tokens)
-            if principal is None:
-                response = PlainTextResponse(
-                    "missing or invalid bearer token\n",
-                    status_code=401,
-                    headers={"www-authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
-                return
-            if not principal.scope.allows(TokenScope.ADMIN):
-                response = PlainTextResponse(
-                    f"this token lacks the admin scope /metrics needs "
-                    f"(it has {principal.scope.value})\n",
-                    status_code=403,
-                )
-                await response(scope, receive, send)
-                return
-        await self._exposition(scope, receive, send)
+        if self._tokens is None:
+            await self._exposition(scope, receive, send)
+            return
+        principal = bearer_principal(Headers(scope=scope).get("authorization"), self._tokens)
+        if principal is None:
+            response = PlainTextResponse(
+                "missing or invalid bearer token\n",
+                status_code=401,
+                headers={"www-authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+        elif principal.scope.allows(TokenScope.OPERATOR):
+            await self._exposition(scope, receive, send)
+        elif principal.scope.allows(TokenScope.ADMIN):
+            await make_asgi_app(self._tenant_registry(principal.tenant))(scope, receive, send)
+        else:
+            response = PlainTextResponse(
+                f"this token lacks the admin scope /metrics needs "
+                f"(it has {principal.scope.value})\n",
+                status_code=403,
+            )
+            await response(scope, receive, send)
+
+    def _tenant_registry(self, tenant: str) -> CollectorRegistry:
+        """A registry of ``tenant``'s activity series alone, for one scrape."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_TenantActivity(self._activity, tenant))
+        return registry
+
+
+class _TenantActivity:
+    """The activity collector, seen as one tenant."""
+
+    def __init__(self, activity: ActivityCollector, tenant: str) -> None:
+        self._activity = activity
+        self._tenant = tenant
+
+    def collect(self) -> Iterable[Metric]:
+        return self._activity.collect_tenant(self._tenant)

@@ -4,7 +4,8 @@ A bearer token resolves to a :class:`Principal`: the token's name (for logs and
 metrics, never the token), the tenant whose items it reads and writes, and its scope.
 Tokens are kept only as SHA-256 digests (:mod:`bridge_store.security.tokens_file` reads and
 writes them). The one-token shorthand (``BRIDGE_STORE_AUTH_TOKEN`` or
-``--auth-token-file``) is a registry of one entry: tenant ``default``, scope ``admin``.
+``--auth-token-file``) is a registry of one entry: tenant ``default``, scope ``operator``
+(whoever holds the one token runs the server).
 """
 
 from __future__ import annotations
@@ -46,13 +47,16 @@ class Scope(enum.Enum):
     READ = "read"  # get and list only
     WRITE = "write"  # everything the bridge does
     ADMIN = "admin"  # also the administrative commands (prune, export)
+    #: Also what spans every tenant: all of /metrics. A tenant's admin sees its own
+    #: tenant's series only (a named token never learns that other tenants exist).
+    OPERATOR = "operator"
 
     def allows(self, needed: Scope) -> bool:
         # By value: a str's hash is cached, an Enum member's is a Python-level call.
         return _RANK[self._value_] >= _RANK[needed._value_]
 
 
-_RANK = {Scope.READ.value: 0, Scope.WRITE.value: 1, Scope.ADMIN.value: 2}
+_RANK = {Scope.READ.value: 0, Scope.WRITE.value: 1, Scope.ADMIN.value: 2, Scope.OPERATOR.value: 3}
 
 
 def is_valid_tenant(name: str) -> bool:
@@ -171,12 +175,12 @@ class TokenRegistry:
 
     @classmethod
     def single(cls, token: str) -> TokenRegistry:
-        """The one-token shorthand: tenant ``default``, scope ``admin``."""
+        """The one-token shorthand: tenant ``default``, scope ``operator``."""
         entry = TokenEntry(
             name=SHORTHAND_TOKEN_NAME,
             sha256=token_digest(token),
             tenant=DEFAULT_TENANT,
-            scope=Scope.ADMIN,
+            scope=Scope.OPERATOR,
         )
         return cls([entry])
 

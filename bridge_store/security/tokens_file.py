@@ -6,7 +6,7 @@
     name = "alice-laptop"      # shown in logs and metrics, never the token
     sha256 = "<hex sha256 of the token>"
     tenant = "team-a"
-    scope = "write"            # read | write | admin
+    scope = "write"            # read | write | admin | operator
 
 The token itself is never stored: whoever reads the file learns names, tenants and
 scopes, not a credential. ``bridge-store token add`` writes entries; a running server
