@@ -6,7 +6,10 @@ server's):
 ``appends`` events to ``--runs`` runs from ``--concurrency`` concurrent tasks, first
 without idempotency keys, then with a fresh key each. On Postgres it also counts the
 writes asyncpg makes to its socket during the timed appends: each write starts one
-round trip, so writes / appends is the round trips per append.
+round trip, so writes / appends is the round trips per append. With ``--tool-calls``
+every event ends a tool call (of one of five tools) of a run created first, so each
+append also counts it (revision 0006's ``run_tool_calls``) and the database's
+triggers write that count for the run (revision 0011's ``run_tool_days``).
 
     python -m bench sql-append --store sqlite:////tmp/bench.db
     python -m bench sql-append --store postgresql://postgres@127.0.0.1/bench_db
@@ -42,6 +45,15 @@ async def run_case(
         queue.put_nowait(index)
     latencies: list[float] = []
     payload = {"type": "sdk_message", "message": {"type": "assistant", "text": "x" * 200}}
+    if args.tool_calls:
+        for run in range(args.runs):
+            doc = {"runId": f"{prefix}-{run}", "agentId": "bench", "status": "running"}
+            await backend.runs.create("default", {**doc, "createdAt": 1, "turnNumber": 1})
+
+    def ending(index: int) -> dict[str, object]:
+        tool = f"tool-{index % 5}"
+        message = {"type": "tool_call", "call_id": f"c{index}", "name": tool, "status": "completed"}
+        return {"type": "sdk_message", "message": message}
 
     async def worker() -> None:
         while not queue.empty():
@@ -49,7 +61,7 @@ async def run_case(
             data = {
                 "runId": f"{prefix}-{index % args.runs}",
                 "eventType": "run_stream_event",
-                "payload": payload,
+                "payload": ending(index) if args.tool_calls else payload,
                 "idempotencyKey": f"{prefix}-{index}" if keyed else None,
             }
             started = time.perf_counter()
@@ -105,6 +117,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--tool-calls", action="store_true", help="every event ends a tool call of a stored run"
+    )
     args = parser.parse_args(argv)
     if args.store:
         asyncio.run(bench(args.store, args))

@@ -6,9 +6,9 @@ calls (completed, failed, some never ending), is counted by the SQL backend (rev
 every run and event, as the other backends are: the counts must be equal. An append
 repeated with its idempotency key, a restore and a deletion keep the tool counts
 equal to the log; revision 0006's backfill counts the events stored before it exactly
-as appends do. Revision 0008's copies of a run's day and model in its tool counts
-follow the run as it is created, moved and deleted, and are filled for counts from
-before; the top tools are then one range of one index. The overview made from the
+as appends do. Revision 0011's counts of each run, with its day and model, follow
+the run as it is created, moved and deleted, and are filled for counts from before;
+the top tools are then one range of one index. The overview made from the
 counts (days, models, nearest-rank percentiles, top tools, money) and the price table's
 checks are tested on their own.
 """
@@ -223,10 +223,10 @@ async def test_the_top_tools_read_one_index_range_in_group_order(
 
     steps = await backend.db.read(plan, what="test")
     assert len(steps) == 1, steps
-    assert steps[0].startswith("SEARCH run_tool_calls USING COVERING INDEX ix_run_tool_calls_day")
+    assert steps[0].startswith("SEARCH run_tool_days USING COVERING INDEX ix_run_tool_days_day")
 
 
-async def test_the_tool_count_triggers_come_and_go_with_revision_0008(url: str) -> None:
+async def test_the_tool_count_triggers_come_and_go_with_revision_0011(url: str) -> None:
     backend = open_backend(get_plugin_manager(), url)
     assert isinstance(backend, SqlBackend)
     await backend.start(migrate=True)
@@ -242,7 +242,7 @@ async def test_the_tool_count_triggers_come_and_go_with_revision_0008(url: str) 
 
     try:
         assert await backend.db.read(triggers, what="test") == TOOL_COUNT_TRIGGERS
-        await backend.db.migrate(lambda conn: downgrade(conn, "0007"), what="test")
+        await backend.db.migrate(lambda conn: downgrade(conn, "0010"), what="test")
         assert await backend.db.read(triggers, what="test") == set()
     finally:
         await backend.close()

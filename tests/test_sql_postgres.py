@@ -270,7 +270,7 @@ async def test_a_schema_of_its_own_through_search_path(
         "SELECT schemaname, count(*) FROM pg_tables "
         "WHERE schemaname IN ('public', 'team_a', 'team_b') GROUP BY 1 ORDER BY 1",
     )
-    assert [tuple(row) for row in tables] == [("team_a", 7), ("team_b", 7)]
+    assert [tuple(row) for row in tables] == [("team_a", 8), ("team_b", 8)]
 
 
 async def test_missing_database_fails_the_start() -> None:

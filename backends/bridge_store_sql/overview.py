@@ -1,12 +1,12 @@
-"""The overview's counts, from revision 0005's run summaries and 0006's tool counts.
+"""The overview's counts, from revision 0005's run summaries and 0011's tool counts.
 
 Three statements over one tenant's runs of a range of days: the runs, failures and
 token sums per (day, model), and the durations of the runs that have one (the medians
 and 95th percentiles are taken from them by the caller, the same way for every
 backend), each a range of the index ``ix_runs_started`` (tenant, started_at, ...);
-and the tool calls and failures per (day, model, tool), a range of revision 0008's
-``ix_run_tool_calls_day`` (tenant, day, model_id, tool, ...), whose rows carry their
-run's day and model, grouped in the order it is read (no join, no sort).
+and the tool calls and failures per (day, model, tool), a range of revision 0011's
+``ix_run_tool_days_day`` (tenant, day, model_id, tool, ...), whose rows are each run's
+counts with its day and model, grouped in the order it is read (no join, no sort).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from bridge_store.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals
 
 from .statements import Session
-from .tables import run_tool_calls as c
+from .tables import run_tool_days as c
 from .tables import runs as r
 
 
@@ -59,8 +59,8 @@ def durations_query(tenant: str, since: int, until: int) -> sa.Select[Any]:
 
 def tools_query(tenant: str, since: int, until: int) -> sa.Select[Any]:
     # The day bounds make the range of the index; started_at keeps its ends exact for a
-    # range that does not start or end at midnight (a count without its run has NULLs:
-    # in no range).
+    # range that does not start or end at midnight (a count without its run has no
+    # row here).
     return (
         sa.select(
             c.c.day, c.c.model_id, c.c.tool, sa.func.sum(c.c.calls), sa.func.sum(c.c.failures)

@@ -51,10 +51,10 @@ RUNS_STARTED_COLUMNS = (
 )
 
 
-#: Revision 0008's index: a tenant's tool counts by their run's day, model and tool (the
+#: Revision 0011's index: each run's tool counts by its day, model and tool (the
 #: overview's group order, so it sums them as it reads them), with the run's time
 #: (exact range ends) and the sums, so the top tools read this index alone.
-RUN_TOOL_CALLS_DAY_COLUMNS = (
+RUN_TOOL_DAYS_COLUMNS = (
     "tenant",
     "day",
     "model_id",
@@ -170,15 +170,29 @@ run_tool_calls = sa.Table(
     sa.Column("tool", _id(), primary_key=True),
     sa.Column("calls", sa.BigInteger(), nullable=False),
     sa.Column("failures", sa.BigInteger(), nullable=False),
-    # Revision 0008: the run's started_at, its day (started_at // a day's ms) and
-    # model_id, copied from runs by the database's own triggers (see the revision) on
-    # every write of either table; NULL while the run does not exist.
-    sa.Column("started_at", sa.BigInteger(), nullable=True),
-    sa.Column("day", sa.BigInteger(), nullable=True),
-    sa.Column("model_id", _id(), nullable=True),
-    sa.Index("ix_run_tool_calls_day", *RUN_TOOL_CALLS_DAY_COLUMNS),
     # SQLite: the rows live in the key's b-tree, so an append's count and a run's
     # trigger (by tenant and run_id) read one b-tree, not an index and then the rows.
+    sqlite_with_rowid=False,
+)
+
+run_tool_days = sa.Table(
+    "run_tool_days",
+    metadata,
+    _tenant(),
+    # Revision 0011: run_tool_calls' counts for each run of the run id (runs are keyed
+    # by agent and run id, events by run id), with the run's started_at, its day
+    # (started_at // a day's ms) and model_id. Written by the database's own triggers
+    # (see the revision) on every write of runs and run_tool_calls, never by the
+    # backend; the overview reads its top tools from here.
+    sa.Column("run_id", _id(), primary_key=True),
+    sa.Column("tool", _id(), primary_key=True),
+    sa.Column("agent_id", _id(), primary_key=True),
+    sa.Column("started_at", sa.BigInteger(), nullable=False),
+    sa.Column("day", sa.BigInteger(), nullable=False),
+    sa.Column("model_id", _id(), nullable=True),
+    sa.Column("calls", sa.BigInteger(), nullable=False),
+    sa.Column("failures", sa.BigInteger(), nullable=False),
+    sa.Index("ix_run_tool_days_day", *RUN_TOOL_DAYS_COLUMNS),
     sqlite_with_rowid=False,
 )
 
@@ -193,15 +207,17 @@ checkpoint_blobs = sa.Table(
     sa.Index("ix_checkpoint_blobs_order", "tenant", "blob_id", "agent_id"),
 )
 
-#: Revision 0008's triggers, which copy a run's started_at, day and model_id into its
-#: ``run_tool_calls`` rows (by name on both dialects; Postgres runs them through two
-#: plpgsql functions), are the database's own too, like the search index below.
+#: Revision 0011's triggers, which keep ``run_tool_days`` in step with ``runs`` and
+#: ``run_tool_calls`` (by name on both dialects; Postgres runs them through two plpgsql
+#: functions), are the database's own too, like the search index below.
 TOOL_COUNT_TRIGGERS = frozenset(
     {
-        "run_tool_calls_window",
-        "runs_tool_calls_created",
-        "runs_tool_calls_updated",
-        "runs_tool_calls_deleted",
+        "run_tool_days_run_created",
+        "run_tool_days_run_moved",
+        "run_tool_days_run_deleted",
+        "run_tool_days_counted",
+        "run_tool_days_recounted",
+        "run_tool_days_uncounted",
     }
 )
 

@@ -36,7 +36,6 @@ import sqlalchemy as sa
 from alembic import op
 
 from bridge_store.statistics import DAY_MS
-from bridge_store_sql.tables import RUN_TOOL_CALLS_DAY_COLUMNS
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -44,6 +43,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _INDEX = "ix_run_tool_calls_day"
+#: The index's columns: the overview's group order, then what it sums.
+DAY_COLUMNS = ("tenant", "day", "model_id", "tool", "started_at", "calls", "failures")
 
 
 def _columns() -> list[sa.Column[object]]:
@@ -151,7 +152,7 @@ def upgrade() -> None:
     for column in _columns():
         op.add_column("run_tool_calls", column)
     _run([_SQLITE_BACKFILL if sqlite else _POSTGRES_BACKFILL])
-    op.create_index(_INDEX, "run_tool_calls", list(RUN_TOOL_CALLS_DAY_COLUMNS))
+    op.create_index(_INDEX, "run_tool_calls", list(DAY_COLUMNS))
     _run(_SQLITE_UPGRADE if sqlite else _POSTGRES_UPGRADE)
 
 
