@@ -16,6 +16,7 @@ from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
 
 from . import keyset
+from .blob_reads import read_blob
 from .engine import Database
 from .filters import one_of, tenants_of
 from .statements import Session
@@ -57,7 +58,6 @@ _KEY = (
     t.c.agent_id == sa.bindparam("b_agent_id"),
     t.c.blob_id == sa.bindparam("b_blob_id"),
 )
-_GET = sa.select(t.c.data).where(*_KEY)
 _UPDATE = sa.update(t).where(*_KEY).values(data=sa.bindparam("b_data"))
 
 
@@ -69,8 +69,7 @@ class SqlCheckpoints:
         params = {"b_tenant": tenant, "b_agent_id": agent_id, "b_blob_id": blob_id}
 
         def work(conn: Session) -> bytes | None:
-            data: bytes | None = conn.scalar(_GET, params)
-            return data
+            return read_blob(conn, params)  # a large one in pieces (blob_reads.py)
 
         return await self._db.read(work, what="checkpoints.get")
 
