@@ -17,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cpu_per_call",
         "CPU time per call of the whole server path, in process: memory, SQLite, ceiling",
     ),
-    "blob-memory": ("blob_memory", "peak RSS while a 64 MiB checkpoint goes in and out"),
+    "blob-memory": (
+        "blob_memory",
+        "peak RSS while a 64 MiB checkpoint goes in and out; small calls beside 2 gets",
+    ),
     "scaling": ("scaling", "list pages at 1k vs 100k rows (1M events) per backend"),
     "e2e": ("e2e", "the real bridge: bridge-store vs its built-in store"),
     "backend-limit": (

@@ -24,7 +24,7 @@ from .errors import Code, ConnectError, invalid_argument
 from .failures import log_failure
 from .security.auth import Principal, TokenRegistry
 from .types import Answer, Document
-from .wire import large_bodies
+from .wire import large_answers, large_bodies
 from .wire._codecs import CODECS, LARGE_BODY_BYTES, Codec
 from .wire._compression import (
     DEFAULT_COMPRESS_MIN_BYTES,
@@ -33,6 +33,7 @@ from .wire._compression import (
     should_compress,
     too_large,
 )
+from .wire.large_answers import StreamedReply
 from .wire.replies import Reply, error_response, unsupported_media_type
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
@@ -223,7 +224,7 @@ class CallStoreEndpoint:
             observation = observer.start(
                 None if request_id is None else request_id.decode("latin-1")
             )
-        reply: Reply | None = None
+        reply: Reply | StreamedReply | None = None
         try:
             admitted = self._admit(headers)
             if isinstance(admitted, Reply):
@@ -243,21 +244,13 @@ class CallStoreEndpoint:
                 except ConnectError as error:
                     reply = error_response(error)
                 else:
-                    reply = self._encoded(codec, output)
-                    minimum = self._compress_min_bytes
-                    # Most answers are under the threshold: that is found without a call
-                    # (should_compress refuses a threshold of 0, "never").
-                    if (
-                        compressible
-                        and len(reply.body) >= minimum
-                        and reply.code == "ok"
-                        and should_compress(
-                            len(reply.body),
-                            headers.get(b"accept-encoding", b"").decode("latin-1"),
-                            minimum,
-                        )
-                    ):
-                        reply = Reply(200, await compress(reply.body), codec.media_type, _GZIPPED)
+                    # Only a checkpoint's answer is incompressible, and it may hold a blob
+                    # to send piece by piece: every other call skips the check.
+                    streamed = None if compressible else large_answers.streamed(codec, output)
+                    if streamed is not None:
+                        reply = streamed
+                    else:
+                        reply = await self._answer(codec, output, compressible, headers)
         except ClientDisconnected:
             pass  # nobody is left to answer
         except Exception as error:
@@ -310,6 +303,29 @@ class CallStoreEndpoint:
         if len(self._codecs) < _KNOWN_CONTENT_TYPES:
             self._codecs[content_type] = codec
         return codec
+
+    async def _answer(
+        self,
+        codec: Codec,
+        output: Document | None,
+        compressible: bool,
+        headers: RequestHeaders,
+    ) -> Reply:
+        """The answer carrying ``output``, gzipped if it is worth it and the client may."""
+        reply = self._encoded(codec, output)
+        minimum = self._compress_min_bytes
+        # Most answers are under the threshold: that is found without a call
+        # (should_compress refuses a threshold of 0, "never").
+        if (
+            compressible
+            and len(reply.body) >= minimum
+            and reply.code == "ok"
+            and should_compress(
+                len(reply.body), headers.get(b"accept-encoding", b"").decode("latin-1"), minimum
+            )
+        ):
+            reply = Reply(200, await compress(reply.body), codec.media_type, _GZIPPED)
+        return reply
 
     @staticmethod
     def _encoded(codec: Codec, output: Document | None) -> Reply:

@@ -17,6 +17,7 @@ from .security.auth import Principal, Scope
 from .stores import Stores
 from .substores import agent_position, run_position
 from .types import Answer, Document
+from .wire.large_answers import LARGE_ANSWER_BYTES, BlobAnswer
 
 #: A method's implementation: the stores, the caller and the call's input. The caller,
 #: not only its tenant: creates record who made them (its name), at no extra cost.
@@ -154,6 +155,10 @@ async def _checkpoints_get(stores: Stores, caller: Principal, data: Document) ->
     )
     if blob is None:
         return {"found": False}
+    if len(blob) > LARGE_ANSWER_BYTES:
+        # Its text is written piece by piece as the answer is sent, off the event loop
+        # (wire/large_answers.py): never whole, never on the loop.
+        return {"found": True, "data": BlobAnswer(blob)}
     pieces = c.base64_pieces(blob)
     # Unless the backend keeps the bytes, they are freed before the pieces are joined:
     # the blob, its text in pieces and the joined text are never alive all at once.
