@@ -7,6 +7,8 @@ each protocol. On the backend (the object ``bridge_store_open_backend`` returns)
 - :class:`ReadinessProbe`: ``/readyz`` asks it; without it, ``schema_revision``.
 - :class:`PoolFigures`: the connection pool's figures in the metrics.
 - :class:`Leases`: ``serve --retain`` needs it (one server of a fleet prunes at a time).
+- :class:`ExportQueue`: ``serve --export-runs`` needs it on the runs' backend, with
+  :class:`Leases` (ended runs wait there until one server has sent them).
 
 On a substore (each checks that it covers the agents and runs substores it is asked
 about, so a mix of backends falls back to scanning):
@@ -19,6 +21,7 @@ about, so a mix of backends falls back to scanning):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .history import RunHistory
@@ -27,9 +30,11 @@ from .substores import AgentPosition, PoolStats
 
 __all__ = [
     "Candidates",
+    "ExportQueue",
     "Leases",
     "PoolFigures",
     "PoolStats",
+    "QueuedRun",
     "ReadinessProbe",
     "RunHistory",
     "RunStatistics",
@@ -83,6 +88,48 @@ class Leases(Protocol):
         Checked against the holder, so a holder whose lease expired and was taken by
         another never frees the other's.
         """
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class QueuedRun:
+    """A run waiting to be exported, and when it was queued (this server's epoch ms).
+
+    Ordered as the queue hands them out: oldest first, then by tenant, agent and run.
+    ``tenant`` matches ``TENANT_PATTERN``; the ids are the run's (storable keys).
+    """
+
+    queued_ms: int
+    tenant: str
+    agent_id: str
+    run_id: str
+
+
+@runtime_checkable
+class ExportQueue(Protocol):
+    """A queue of ended runs kept in the store, for ``serve --export-runs``.
+
+    Every server of a fleet queues the runs its clients end; the one holding the
+    export lease (:class:`Leases`) takes the oldest, sends them, and unqueues what was
+    sent. Kept in the store, the queue outlives a collector outage and a restart.
+    Entries of every tenant share the one queue.
+    """
+
+    async def queue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        """Add ``runs``. A run queued again (its status written again) either replaces
+        its entry's ``queued_ms`` or gets a second entry; either way, unqueuing the entry
+        taken before leaves the run queued, so what changed since is sent too."""
+
+    async def queued_runs(self, limit: int) -> list[QueuedRun]:
+        """Up to ``limit`` queued runs, in :class:`QueuedRun` order (oldest first)."""
+        ...
+
+    async def unqueue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        """Remove these entries, each only while it is queued with that ``queued_ms``;
+        entries not queued (any more) are ignored."""
+
+    async def queued_count(self) -> int:
+        """How many entries are queued now."""
+        ...
 
 
 #: What an index answers: agents in list order (``updatedAt``, ``agentId`` descending)

@@ -5,7 +5,11 @@ from typing import cast
 
 import pytest
 
-from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.conformance import (
+    ExportQueueConformance,
+    LeaseConformance,
+    StoreConformance,
+)
 from bridge_store.substores import Backend, stored_event
 from bridge_store.wire import jsontext
 from bridge_store_memory import MemoryBackend
@@ -26,6 +30,17 @@ class TestMemoryLeases(LeaseConformance):
     @pytest.fixture
     def lease_backends(self) -> tuple[Backend, Backend]:
         # Every memory:// URL is a store of its own: two servers share one only in-process.
+        backend = cast("Backend", MemoryBackend())
+        return backend, backend
+
+
+class TestMemoryExportQueue(ExportQueueConformance):
+    @pytest.fixture
+    def store_url(self) -> str:
+        return "memory://"
+
+    @pytest.fixture
+    def queue_backends(self) -> tuple[Backend, Backend]:
         backend = cast("Backend", MemoryBackend())
         return backend, backend
 

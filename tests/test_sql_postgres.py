@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
 from bridge_store.conformance.harness import longest_key
 from bridge_store.contract import new_event
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
@@ -44,6 +44,12 @@ class TestPostgresBackend(StoreConformance):
 
 
 class TestPostgresLeases(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, database: str) -> str:
+        return emptied(database)
+
+
+class TestPostgresExportQueue(ExportQueueConformance):
     @pytest.fixture
     def store_url(self, database: str) -> str:
         return emptied(database)

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
-from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.plugins import get_plugin_manager, open_backend
@@ -35,6 +35,12 @@ class TestSqliteBackend(StoreConformance):
 
 
 class TestSqliteLeases(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path}/store.db"
+
+
+class TestSqliteExportQueue(ExportQueueConformance):
     @pytest.fixture
     def store_url(self, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path}/store.db"

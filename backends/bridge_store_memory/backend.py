@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Generic, TypeVar
 
+from bridge_store.features import QueuedRun
 from bridge_store.substores import (
     AgentPosition,
     BlobRef,
@@ -182,6 +183,8 @@ class MemoryBackend:
         self.checkpoints = MemoryCheckpoints()
         #: Lease name -> (holder, monotonic time it expires at).
         self._leases: dict[str, tuple[str, float]] = {}
+        #: Runs waiting to be exported: (tenant, agent id, run id) -> queued at (ms).
+        self._export_queue: dict[tuple[str, str, str], int] = {}
 
     async def start(self, *, migrate: bool) -> None:
         """Nothing to connect to."""
@@ -214,3 +217,20 @@ class MemoryBackend:
         current = self._leases.get(name)
         if current is not None and current[0] == holder:
             del self._leases[name]
+
+    async def queue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        for run in runs:
+            self._export_queue[(run.tenant, run.agent_id, run.run_id)] = run.queued_ms
+
+    async def queued_runs(self, limit: int) -> builtins.list[QueuedRun]:
+        queued = (QueuedRun(at, *key) for key, at in self._export_queue.items())
+        return sorted(queued)[:limit]
+
+    async def unqueue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        for run in runs:
+            key = (run.tenant, run.agent_id, run.run_id)
+            if self._export_queue.get(key) == run.queued_ms:
+                del self._export_queue[key]
+
+    async def queued_count(self) -> int:
+        return len(self._export_queue)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import sqlalchemy.exc as sa_exc
 
 from bridge_store.errors import ConfigurationError, ConnectError
+from bridge_store.features import QueuedRun
 from bridge_store.substores import PoolStats
 
 from . import errors
@@ -14,6 +16,7 @@ from . import migrate as migrate_module
 from .agents import SqlAgents
 from .checkpoints import SqlCheckpoints
 from .engine import Database
+from .export_queue import SqlExportQueue
 from .history import HistoryRuns
 from .leases import SqlLeases
 from .search import SearchableRunEvents, has_index
@@ -32,6 +35,7 @@ class SqlBackend:
         self.checkpoints = SqlCheckpoints(db)
         self._head: str | None = None
         self._leases = SqlLeases(db)
+        self._export_queue = SqlExportQueue(db)
 
     async def start(self, *, migrate: bool) -> None:
         """Create the engines and check the database answers; upgrade when ``migrate``.
@@ -103,3 +107,16 @@ class SqlBackend:
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self._leases.release(name, holder)
+
+    async def queue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        """One row per run in ``run_export_queue`` (export_queue.py)."""
+        await self._export_queue.queue_runs(runs)
+
+    async def queued_runs(self, limit: int) -> list[QueuedRun]:
+        return await self._export_queue.queued_runs(limit)
+
+    async def unqueue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        await self._export_queue.unqueue_runs(runs)
+
+    async def queued_count(self) -> int:
+        return await self._export_queue.queued_count()

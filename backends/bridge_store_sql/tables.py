@@ -207,6 +207,20 @@ checkpoint_blobs = sa.Table(
     sa.Index("ix_checkpoint_blobs_order", "tenant", "blob_id", "agent_id"),
 )
 
+run_export_queue = sa.Table(
+    "run_export_queue",
+    metadata,
+    # Revision 0012: the runs ``serve --export-runs`` has yet to send (features.
+    # ExportQueue), every tenant's in one queue; a run queued again has one row, its
+    # time replaced, so an unqueue of the time taken leaves it queued.
+    _tenant(),
+    sa.Column("agent_id", _id(), primary_key=True),
+    sa.Column("run_id", _id(), primary_key=True),
+    sa.Column("queued_ms", sa.BigInteger(), nullable=False),
+    # The exporter takes the oldest first, across tenants.
+    sa.Index("ix_run_export_queue_order", "queued_ms", "tenant", "agent_id", "run_id"),
+)
+
 #: Revision 0011's triggers, which keep ``run_tool_days`` in step with ``runs`` and
 #: ``run_tool_calls`` (by name on both dialects; Postgres runs them through two plpgsql
 #: functions), are the database's own too, like the search index below.

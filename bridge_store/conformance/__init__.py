@@ -13,7 +13,8 @@ A backend that provides only some substores subclasses only their mixins
 (:class:`AgentConformance`, :class:`RunConformance`, :class:`RunEventConformance`,
 :class:`CheckpointConformance`); the in-memory reference backend serves the others.
 A backend with leases (``Backend.acquire_lease``, for ``serve --retain``) also mixes in
-:class:`LeaseConformance`. Override the ``plugin_manager`` fixture to test a backend
+:class:`LeaseConformance`, and one with an export queue (``serve --export-runs``)
+:class:`ExportQueueConformance`. Override the ``plugin_manager`` fixture to test a backend
 that is not installed as an entry point. Input validation is the contract layer's, the
 same for every backend, so it is tested once in bridge-store's own tests, not here.
 
@@ -26,6 +27,7 @@ Requires pytest and pytest-asyncio (``asyncio_mode = "auto"``).
 from .agents import AgentConformance
 from .checkpoints import CheckpointConformance
 from .events import RunEventConformance
+from .export_queue import ExportQueueConformance
 from .leases import LeaseConformance
 from .runs import RunConformance
 from .suite import StoreConformance
@@ -33,6 +35,7 @@ from .suite import StoreConformance
 __all__ = [
     "AgentConformance",
     "CheckpointConformance",
+    "ExportQueueConformance",
     "LeaseConformance",
     "RunConformance",
     "RunEventConformance",
