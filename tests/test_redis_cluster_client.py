@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.backend import RedisBackend
 from bridge_store_redis.settings import parse_url
@@ -26,6 +26,12 @@ class TestRedisOnACluster(StoreConformance):
 
 
 class TestRedisLeasesOnACluster(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, make_cluster_url: MakeClusterUrl) -> str:
+        return make_cluster_url()
+
+
+class TestRedisExportQueueOnACluster(ExportQueueConformance):
     @pytest.fixture
     def store_url(self, make_cluster_url: MakeClusterUrl) -> str:
         return make_cluster_url()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
 from tests.support.redis import MakeRedisUrl
 
 pytestmark = pytest.mark.redis
@@ -23,6 +23,12 @@ class TestRedisBackendWithRetention(StoreConformance):
 
 
 class TestRedisLeases(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, make_redis_url: MakeRedisUrl) -> str:
+        return make_redis_url()
+
+
+class TestRedisExportQueue(ExportQueueConformance):
     @pytest.fixture
     def store_url(self, make_redis_url: MakeRedisUrl) -> str:
         return make_redis_url()

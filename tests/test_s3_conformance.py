@@ -2,7 +2,7 @@
 
 import pytest
 
-from bridge_store.conformance import LeaseConformance, StoreConformance
+from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
 from tests.support.s3 import MakeS3Url
 
 pytestmark = pytest.mark.s3
@@ -15,6 +15,12 @@ class TestS3Backend(StoreConformance):
 
 
 class TestS3Leases(LeaseConformance):
+    @pytest.fixture
+    def store_url(self, make_s3_url: MakeS3Url) -> str:
+        return make_s3_url()
+
+
+class TestS3ExportQueue(ExportQueueConformance):
     @pytest.fixture
     def store_url(self, make_s3_url: MakeS3Url) -> str:
         return make_s3_url()

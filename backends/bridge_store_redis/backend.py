@@ -3,6 +3,7 @@ node), the scripts, the four substores."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis, RedisCluster
@@ -10,6 +11,7 @@ from redis.asyncio.connection import Connection, SSLConnection
 from redis.exceptions import RedisClusterException, RedisError
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.features import QueuedRun
 from bridge_store.substores import BackendOptions, PoolStats
 
 from .agents import RedisAgents
@@ -17,6 +19,7 @@ from .checkpoints import RedisCheckpoints
 from .cluster import BoundedCluster, cluster_client
 from .errors import redis_errors, startup_error
 from .events import RedisRunEvents
+from .export_queue import RedisExportQueue
 from .keys import KeySpace
 from .leases import RedisLeases
 from .pool import QuickBlockingPool
@@ -60,6 +63,7 @@ class RedisBackend:
         )
         self.checkpoints = RedisCheckpoints(self._client, self.keys, self._scripts)
         self._leases = RedisLeases(self._client, self.keys)
+        self._export_queue = RedisExportQueue(self._client, self.keys)
 
     async def start(self, *, migrate: bool) -> None:
         """Check that Redis answers and may hold the data, and load the scripts.
@@ -133,3 +137,16 @@ class RedisBackend:
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self._leases.release(name, holder)
+
+    async def queue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        """One sorted set scored by the time queued (export_queue.py)."""
+        await self._export_queue.queue_runs(runs)
+
+    async def queued_runs(self, limit: int) -> list[QueuedRun]:
+        return await self._export_queue.queued_runs(limit)
+
+    async def unqueue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        await self._export_queue.unqueue_runs(runs)
+
+    async def queued_count(self) -> int:
+        return await self._export_queue.queued_count()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 
 from bridge_store.errors import ConfigurationError
+from bridge_store.features import QueuedRun
 
 from ._bucket import Bucket
 from .errors import PreconditionFailed
+from .export_queue import S3ExportQueue
 from .keys import Layout
 from .leases import S3Leases
 from .settings import S3Settings
@@ -29,6 +32,7 @@ class S3Backend:
         self.run_events = S3RunEvents(self._bucket, self._layout)
         self.checkpoints = S3Checkpoints(self._bucket, self._layout)
         self._leases = S3Leases(self._bucket, self._layout)
+        self._export_queue = S3ExportQueue(self._bucket, self._layout)
 
     async def start(self, *, migrate: bool) -> None:
         await self._bucket.start()
@@ -78,3 +82,16 @@ class S3Backend:
 
     async def release_lease(self, name: str, holder: str) -> None:
         await self._leases.release(name, holder)
+
+    async def queue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        """One empty object per run, its key in queue order (export_queue.py)."""
+        await self._export_queue.queue_runs(runs)
+
+    async def queued_runs(self, limit: int) -> list[QueuedRun]:
+        return await self._export_queue.queued_runs(limit)
+
+    async def unqueue_runs(self, runs: Sequence[QueuedRun]) -> None:
+        await self._export_queue.unqueue_runs(runs)
+
+    async def queued_count(self) -> int:
+        return await self._export_queue.queued_count()
