@@ -12,6 +12,7 @@ it was taken stays. Scores are doubles, exact for every integer up to 2**53.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from redis.asyncio import Redis, RedisCluster
 
@@ -58,7 +59,9 @@ class RedisExportQueue:
         if limit < 1:
             return []
         found = await self._client.zrange(self.key, 0, limit - 1, withscores=True)
-        return [queued_run(data, score) for data, score in found]
+        # With scores, redis-py answers (member bytes, score float) pairs.
+        pairs = cast("list[tuple[bytes, float]]", found)
+        return [queued_run(data, score) for data, score in pairs]
 
     @redis_errors
     async def unqueue_runs(self, runs: Sequence[QueuedRun]) -> None:
