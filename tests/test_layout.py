@@ -202,7 +202,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "what runs over the stores",
-        ("lifecycle.", "ops.", "conformance.", "viewer.", "config", "front_page"),
+        ("lifecycle.", "ops.", "conformance.", "viewer.", "run_traces.", "config", "front_page"),
     ),
     ("the server", ("app",)),
     ("the edges", ("cli.", "client.", "entry", "__main__")),

@@ -4,11 +4,11 @@
 current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
 generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
 ``copy``, ``export``, ``import`` and ``import-local`` (:mod:`.copy`, :mod:`.export`,
-:mod:`.import_archive`, :mod:`.import_local`), the history commands ``agents``,
-``runs``, ``overview`` and ``transcript``, ``ui`` (:mod:`.ui`) and ``config show``
-(:mod:`.config`). What they share is in :mod:`.shared`, never in another command:
-the store, tenant and key-file options, reading and moving history, serve's config
-file, running under uvicorn.
+:mod:`.import_archive`, :mod:`.import_local`), ``export-runs``
+(:mod:`.export_runs`), the history commands ``agents``, ``runs``, ``overview`` and
+``transcript``, ``ui`` (:mod:`.ui`) and ``config show`` (:mod:`.config`). What they
+share is in :mod:`.shared`, never in another command: the store, tenant and key-file
+options, reading and moving history, serve's config file, running under uvicorn.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
 Every command's parser is built on every start, so a command module imports at its top
 only what its parser needs; what running it takes (uvicorn, the viewer, the lifecycle
@@ -38,6 +38,7 @@ from . import (
     copy,
     db,
     export,
+    export_runs,
     gc,
     import_archive,
     import_local,
@@ -74,6 +75,7 @@ COMMANDS: dict[str, Command] = {
     "gc": gc,
     "copy": copy,
     "export": export,
+    "export-runs": export_runs,
     "import": import_archive,
     "import-local": import_local,
     "agents": agents,

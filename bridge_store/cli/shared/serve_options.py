@@ -8,6 +8,7 @@ import argparse
 from ...config import DEFAULT_MAX_REQUEST_BYTES
 from ...lifecycle.durations import age_text, describe_age, parse_age
 from ...lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
+from ...run_traces import EXPORT_RUNS_ENV
 from ...security.tokens import TOKEN_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
 from ...substores import DEFAULT_BACKEND_TIMEOUT
@@ -149,6 +150,16 @@ def add_arguments(serve: argparse.ArgumentParser) -> None:
     )
     add_prices_argument(serve)
     add_retain_arguments(serve)
+    serve.add_argument(
+        "--export-runs",
+        metavar="OTLP_URL",
+        help=(
+            "send each run, once it ends, to this OpenTelemetry collector (OTLP/HTTP) as "
+            "a trace in the GenAI conventions; runs wait in the store while it is down, "
+            "and of servers sharing a store one sends. Headers from "
+            f"OTEL_EXPORTER_OTLP_HEADERS; see docs/observability.md (env {EXPORT_RUNS_ENV})"
+        ),
+    )
     add_tls_arguments(serve)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...errors import ConfigurationError
+from ...run_traces import EXPORT_RUNS_ENV
 from ...security.encryption import KEY_FILE_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
 from ...toml_files import load_toml
@@ -29,6 +30,7 @@ SETTING_ENV: dict[str, str] = {
     **STORE_FLAG_ENV,
     "tokens_file": TOKENS_FILE_ENV,
     "encryption_key_file": KEY_FILE_ENV,
+    "export_runs": EXPORT_RUNS_ENV,
 }
 
 #: The option that names the file; it is not a setting itself.
