@@ -32,9 +32,11 @@ from .ops.availability import BACKEND_FAILURES, BackendAvailability
 from .ops.metrics import BackendView, Metrics, MetricsEndpoint
 from .ops.observe import CallObserver
 from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
+from .run_traces.counts import ExportCounts
+from .run_traces.settings import export_backend
 from .security.auth import Principal
 from .security.sealed_stores import sealing
-from .stores import OpenStack, ResolvedStores, StoreStack
+from .stores import OpenStack, ResolvedStores, Stores, StoreStack
 from .types import Answer
 from .urls import redact
 from .viewer import UI_PATH
@@ -42,6 +44,7 @@ from .viewer.welcome import BridgeHint, sole_holder
 
 if TYPE_CHECKING:
     from .ops.tracing import Tracing
+    from .run_traces.live import LiveExport
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
@@ -114,9 +117,13 @@ class BridgeStoreServer:
         self.tokens = config.token_registry()
         self.metrics = Metrics(HANDLERS) if config.metrics else None
         self.availability = BackendAvailability(config.routes)
-        # Secrets are sealed closest to the backends; metrics count what clients see.
+        # Secrets are sealed closest to the backends; metrics count what clients see,
+        # and the live export watches the runs they end.
         seal = sealing(config.keyring)
-        meter = self.metrics.metered if self.metrics is not None else None
+        meter = self._served_view
+        #: ``serve --export-runs`` (None without): set below, once backends are resolved.
+        self.live_export: LiveExport | None = None
+        self.export_counts = ExportCounts()
         if resolved is None:
             options = config.backend_options()
             self.stack = StoreStack.of(
@@ -137,6 +144,15 @@ class BridgeStoreServer:
             self.lessee = lease_backend(self.stack.backends[agents], redact(agents))
             if self.metrics is not None:
                 self.metrics.add_retention(self.retention_counts)
+        if config.export_runs is not None:
+            # Checked now, as --retain's leases are: before any port opens.
+            runs = config.routes.runs
+            queue, leases = export_backend(self.stack.backends[runs], redact(runs))
+            from .run_traces.live import LiveExport  # OpenTelemetry loads only with it
+
+            self.live_export = LiveExport(config.export_runs, queue, leases, self.export_counts)
+            if self.metrics is not None:
+                self.metrics.add_run_export(self.export_counts)
         if self.metrics is not None:
             for one in self.served:
                 backend = one.backend
@@ -175,6 +191,10 @@ class BridgeStoreServer:
                 opened.own, self.lessee, self.config.retain, self.retention_counts
             )
             retention.start()
+        if self.live_export is not None:
+            # Read below the sealing and the metrics: traces open no secret, and their
+            # reads are not clients' calls.
+            self.live_export.start(opened.own)
         self._serving = opened
         try:
             yield
@@ -182,7 +202,16 @@ class BridgeStoreServer:
             self._serving = None
             if retention is not None:
                 await retention.stop()
+            if self.live_export is not None:
+                await self.live_export.stop()  # writes its memory queue to the store
             await opened.close()
+
+    def _served_view(self, stores: Stores) -> Stores:
+        """What calls go to: ``stores`` metered, with the runs that end watched."""
+        served = self.metrics.metered(stores) if self.metrics is not None else stores
+        if self.live_export is not None:
+            served = self.live_export.watching(served)
+        return served
 
     async def handle(self, principal: Principal, substore: Any, method: Any, data: Any) -> Answer:
         stores = self.serving().served

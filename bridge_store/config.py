@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 from .lifecycle.retain import RetentionSettings
+from .run_traces.settings import ExportSettings
 from .security.auth import TokenRegistry
 from .security.encryption import Keyring
 from .stores import Routes
@@ -41,6 +42,8 @@ class ServerConfig:
     ``backend_timeout``: seconds one wait on a backend may take unless its URL says
     otherwise (:class:`~bridge_store.substores.BackendOptions`).
     ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
+    ``export_runs``: send each run that ends to an OTLP collector as a trace
+    (:mod:`bridge_store.run_traces.live`; needs the ``otel`` extra).
     ``bridge_hint``: where a bridge finds the token, for the viewer's empty page (by
     default the tokens file's named tokens, or ``BRIDGE_STORE_AUTH_TOKEN``).
     ``session_keys``: what seals and ends viewer sessions, when several processes
@@ -61,6 +64,7 @@ class ServerConfig:
     prices: PriceTable | None = None
     backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
     retain: RetentionSettings | None = None
+    export_runs: ExportSettings | None = None
     bridge_hint: BridgeHint | None = None
     session_keys: SessionKeys | None = None
 

@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
 async def _export(args: argparse.Namespace, url: str, selection: Selection) -> int:
     from ..run_traces.mapping import SpanMaker, TraceSettings
     from ..run_traces.replay import Replay, ReplayTally, count_agents
-    from ..run_traces.sender import OtlpSender, traces_endpoint
+    from ..run_traces.sender import OtlpSender
+    from ..run_traces.settings import traces_endpoint
 
     endpoint = traces_endpoint(url)  # a bad URL fails before the store opens
     sender = None if args.dry_run else OtlpSender(endpoint)

@@ -24,7 +24,7 @@ from ..viewer import UI_PATH
 from ..viewer.welcome import BridgeHint
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .shared.price_options import prices_from
-from .shared.serve_options import add_arguments, retention_from
+from .shared.serve_options import add_arguments, export_from, retention_from
 from .shared.store_options import keyring_from, routes_from
 from .shared.tls import uvicorn_tls
 
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     routes = routes_from(args)
     prices = prices_from(args)  # a bad price table stops the start, in one line
+    export_from(args, os.environ)  # so does a bad --export-runs URL
     if not (math.isfinite(args.backend_timeout) and args.backend_timeout > 0):
         raise ConfigurationError(
             f"--backend-timeout must be a positive number of seconds, not {args.backend_timeout}"
@@ -194,6 +195,7 @@ def _serve_on(
         prices=prices,
         backend_timeout=options.timeout,
         retain=retention_from(args),
+        export_runs=export_from(args, os.environ),
         bridge_hint=_bridge_hint(args, os.environ),
         session_keys=session_keys,
     )

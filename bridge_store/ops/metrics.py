@@ -47,6 +47,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..connect import bearer_principal
 from ..lifecycle.retain import RetentionCounts
+from ..run_traces.counts import ExportCollector, ExportCounts
 from ..security.auth import Scope as TokenScope
 from ..security.auth import TokenRegistry
 from ..stores import Stores
@@ -315,6 +316,10 @@ class Metrics:
     def add_retention(self, counts: RetentionCounts) -> None:
         """Show the figures of ``serve --retain`` from the next scrape on."""
         self.registry.register(RetentionCollector(counts))
+
+    def add_run_export(self, counts: ExportCounts) -> None:
+        """Show the figures of ``serve --export-runs`` from the next scrape on."""
+        self.registry.register(ExportCollector(counts))
 
 
 class MetricsEndpoint:

@@ -16,40 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from ..errors import ConfigurationError
 from ..urls import redact
-
-#: The OTLP/HTTP path of traces, added to a URL that does not end with it.
-TRACES_PATH = "/v1/traces"
-
-
-def traces_endpoint(url: str) -> str:
-    """Where traces go for ``url``: itself if its path ends with ``/v1/traces``, else
-    the path with ``/v1/traces`` added, as the SDK treats ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    (``http://collector:4318``, ``https://cloud.langfuse.com/api/public/otel``)."""
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - a port that is no number raises here
-    except ValueError:
-        raise ConfigurationError(
-            f"the OTLP URL {redact(url)!r} is not a URL: give http(s)://HOST[:PORT][/PATH]"
-        ) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"the OTLP URL {redact(url)!r} is not an http:// or https:// URL with a host: "
-            "give the collector's OTLP/HTTP address, such as http://localhost:4318"
-        )
-    path = parts.path.rstrip("/")
-    if not path.endswith(TRACES_PATH):
-        path += TRACES_PATH
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+from .settings import traces_endpoint
 
 
 def encoded_size(spans: Sequence[ReadableSpan]) -> int:

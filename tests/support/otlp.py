@@ -56,6 +56,8 @@ class ReceivedSpan:
 class OtlpReceiver:
     port: int = field(default_factory=free_port)
     answer: int | str = "ok"
+    #: Trace ids (hex) whose requests are answered 400, as a collector refuses a span.
+    refuse: set[str] = field(default_factory=set)
     spans: list[ReceivedSpan] = field(default_factory=list)
     #: Every request's body size as sent (after compression) and its headers.
     requests: list[tuple[int, dict[str, str]]] = field(default_factory=list)
@@ -90,7 +92,13 @@ class OtlpReceiver:
                     body = gzip.decompress(body)
                 elif encoding == "deflate":
                     body = zlib.decompress(body)
-                receiver.keep(ExportTraceServiceRequest.FromString(body))
+                request = ExportTraceServiceRequest.FromString(body)
+                if receiver.refused(request):
+                    self.send_response(400)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                receiver.keep(request)
                 reply = ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
@@ -103,6 +111,14 @@ class OtlpReceiver:
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
+
+    def refused(self, request: ExportTraceServiceRequest) -> bool:
+        return any(
+            span.trace_id.hex() in self.refuse
+            for resource_spans in request.resource_spans
+            for scope_spans in resource_spans.scope_spans
+            for span in scope_spans.spans
+        )
 
     def keep(self, request: ExportTraceServiceRequest) -> None:
         for resource_spans in request.resource_spans:
@@ -138,6 +154,10 @@ class OtlpReceiver:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+    def roots(self) -> list[ReceivedSpan]:
+        """The root spans received (one per run sent, each time it was sent)."""
+        return [span for span in self.spans if not span.parent_span_id]
 
     def traces(self) -> dict[str, list[ReceivedSpan]]:
         """The spans received, by trace id."""

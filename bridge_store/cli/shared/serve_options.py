@@ -4,11 +4,13 @@ and they are the keys of serve's config file (:mod:`.settings`)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 from ...config import DEFAULT_MAX_REQUEST_BYTES
 from ...lifecycle.durations import age_text, describe_age, parse_age
 from ...lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
-from ...run_traces import EXPORT_RUNS_ENV
+from ...run_traces import EXPORT_RUNS_ENV, require_otel
+from ...run_traces.settings import ExportSettings
 from ...security.tokens import TOKEN_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
 from ...substores import DEFAULT_BACKEND_TIMEOUT
@@ -189,3 +191,13 @@ def retention_from(args: argparse.Namespace) -> RetentionSettings | None:
     if args.retain is None:
         return None
     return RetentionSettings(parse_age(args.retain), parse_age(args.retain_every))
+
+
+def export_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ExportSettings | None:
+    """serve's live export settings, None without ``--export-runs`` (or its variable);
+    a bad URL or a missing ``otel`` extra stops the start in one line."""
+    url = args.export_runs or environ.get(EXPORT_RUNS_ENV, "").strip()
+    if not url:
+        return None
+    require_otel("--export-runs")
+    return ExportSettings.to(url)
