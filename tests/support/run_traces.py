@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from bridge_store.dispatch import call_store
@@ -77,3 +79,46 @@ def now_run_end(started: int) -> list[Call]:
     doc = run(NOW_AGENT, NOW_RUN, 1, "finished", startedAt=started, createdAt=started)
     doc.update(endedAt=ended, updatedAt=ended, usage=usage)
     return [("runs", "update", {"run": doc})]
+
+
+def as_a_bridge_writes(calls: Sequence[Call]) -> list[Call]:
+    """``calls`` with each run created as running and ended by an update after its
+    events, as the bridge does (a run created ended is queued before its events)."""
+    created: list[Call] = []
+    endings: list[Call] = []
+    for substore, method, data in calls:
+        run_doc = data.get("run") if method == "create" else None
+        if substore == "runs" and run_doc is not None and run_doc["status"] != "running":
+            created.append((substore, method, {"run": {**run_doc, "status": "running"}}))
+            endings.append(("runs", "update", {"run": run_doc}))
+        else:
+            created.append((substore, method, data))
+    return created + endings
+
+
+def recorded_writes(path: Path) -> list[Call]:
+    """The writes of recorded bridge traffic (a jsonl of CallStore calls), up to its
+    ``delete`` step: what a store importing it holds."""
+    writes: list[Call] = []
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("step") == "delete":
+            break
+        if "step" not in record and record["method"] not in ("get", "list"):
+            writes.append((record["substore"], record["method"], record["input"]))
+    return writes
+
+
+def retimed(calls: Sequence[Call], started: int, seconds: int = 20) -> list[Call]:
+    """``calls`` with every run started at ``started`` (epoch ms) and, if it ended,
+    ended ``seconds`` later: runs whose tool calls (stamped by the server as the calls
+    go) fall inside them."""
+    out: list[Call] = []
+    for substore, method, data in calls:
+        if substore == "runs" and "run" in data:
+            run_doc = {**data["run"], "createdAt": started, "startedAt": started}
+            ended = started + seconds * 1000 if run_doc.get("endedAt") is not None else started
+            run_doc.update(updatedAt=ended, endedAt=run_doc["endedAt"] and ended)
+            data = {**data, "run": run_doc}
+        out.append((substore, method, data))
+    return out
