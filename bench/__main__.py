@@ -13,6 +13,7 @@ import sys
 #: command: (module in bench/, what it measures)
 COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("load", "every backend, the SDK's reference server and a bare ceiling under wrk"),
+    "export-runs": ("export_runs", "the mix's ops/s with serve --export-runs on and off"),
     "cpu-per-call": (
         "cpu_per_call",
         "CPU time per call of the whole server path, in process: memory, SQLite, ceiling",

@@ -79,6 +79,10 @@ REALISTIC: tuple[tuple[str, str, str, int], ...] = (
 )
 #: ``--mix`` names besides the operation names themselves.
 ALIASES = {"append": "runEvents.append", "poll": "runEvents.list"}
+#: The realistic mix with every ``runs.update`` ending its run (``finished``): what
+#: ``serve --export-runs`` sends runs on, at 6% of the calls, more runs ended than
+#: real turns end (one update in two). ``python -m bench export-runs`` runs it.
+ENDING = "ending"
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,18 @@ class World:
 
 
 def operations(mix: str = "realistic", path: Path = RECORDING) -> list[Operation]:
-    """The weighted operations of ``mix``: "realistic", an operation name, or an alias."""
+    """The weighted operations of ``mix``: "realistic", "ending", an operation name, or
+    an alias."""
     templates = templates_of(read_recording(path))
     chosen = ALIASES.get(mix, mix)
-    selected = [spec for spec in REALISTIC if chosen in ("realistic", spec[0])]
+    selected = [spec for spec in REALISTIC if chosen in ("realistic", ENDING, spec[0])]
     if not selected:
         raise ValueError(f"unknown mix {mix!r}; one of: {', '.join(mix_names())}")
+    if chosen == ENDING:
+        selected = [
+            (name, "ended" if name == "runs.update" else variant, pool, weight)
+            for name, variant, pool, weight in selected
+        ]
     return [
         Operation(name, variant, pool, weight, templates[f"{name}:{variant}" if variant else name])
         for name, variant, pool, weight in selected
@@ -141,7 +151,7 @@ def operations(mix: str = "realistic", path: Path = RECORDING) -> list[Operation
 
 
 def mix_names() -> list[str]:
-    names = ["realistic", *ALIASES]
+    names = ["realistic", ENDING, *ALIASES]
     for name, *_ in REALISTIC:
         if name not in names:
             names.append(name)

@@ -172,6 +172,11 @@ def _run_document(recorded: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _ended_run_document(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The run as the update that ends it writes it (``python -m bench export-runs``)."""
+    return {**_run_document(recorded), "status": "finished", "endedAt": "#NOW#"}
+
+
 def _padded_event(event: Mapping[str, Any], size: int) -> dict[str, Any]:
     """``event`` with its message text grown so its input is ``size`` bytes of JSON."""
     padded: dict[str, Any] = json.loads(json.dumps(event))
@@ -201,6 +206,7 @@ def templates_of(recorded: Recorded) -> dict[str, Template]:
         "agents.get": _body("agents.get", recorded.agent_get),
         "runs.get": _body("runs.get", recorded.run_get),
         "runs.update": _body("runs.update", {"run": _run_document(recorded.run)}),
+        "runs.update:ended": _body("runs.update", {"run": _ended_run_document(recorded.run)}),
         "agents.update": _body("agents.update", {"agent": _agent_document(recorded.agent)}),
         "agents.list:first-page": _body("agents.list", recorded.agents_list_filters[0]),
         "agents.list:cwd": _body("agents.list", recorded.agents_list_filters[-1]),

@@ -19,8 +19,8 @@ from bridge_store.run_traces.ids import trace_id
 from bridge_store.run_traces.settings import ExportSettings, export_backend, traces_endpoint
 from bridge_store.stores import Routes
 from testkit.inprocess import running
+from testkit.otlp import OtlpReceiver
 from tests.support import history as h
-from tests.support.otlp import OtlpReceiver
 from tests.support.server import StoreHttpClient, serve
 
 TOKEN = "live-export-test-token"

@@ -15,8 +15,8 @@ from bridge_store.cli import main
 from bridge_store.run_traces import conventions as c
 from bridge_store.run_traces.ids import ROOT, span_id, trace_id
 from bridge_store.run_traces.mapping import MAX_TIME_MS
+from testkit.otlp import OtlpReceiver, ReceivedSpan
 from tests.support import history as h
-from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.run_traces import (
     NOW_AGENT,
     NOW_RUN,

@@ -1,5 +1,6 @@
-"""An OTLP/HTTP receiver in the test process: decodes what exporters send, with
-``opentelemetry-proto`` (the exporter's own dependency), and can fail on purpose.
+"""An OTLP/HTTP receiver in this process: decodes what exporters send, with
+``opentelemetry-proto`` (the exporter's own dependency), and can fail on purpose. The
+run-trace tests read spans back from it; ``bench export-runs`` sends to it.
 
 ``OtlpReceiver(port)`` listens on 127.0.0.1 (a free port unless given) from
 :meth:`start` to :meth:`stop`; :attr:`answer` is what it does with a request:
@@ -22,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from testkit.services import free_port
+from .services import free_port
 
 
 def value_of(value: AnyValue) -> Any:
