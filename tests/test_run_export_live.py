@@ -3,6 +3,8 @@ and hangs, without touching the calls; one server of a fleet sends each run once
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -13,8 +15,12 @@ import httpx
 import pytest
 
 from bridge_store.app import create_app
+from bridge_store.cli import parse_args
+from bridge_store.cli.config import render
+from bridge_store.cli.shared.serve_options import export_from
 from bridge_store.config import ServerConfig
 from bridge_store.errors import ConfigurationError
+from bridge_store.run_traces import EXPORT_RUNS_ENV
 from bridge_store.run_traces.ids import trace_id
 from bridge_store.run_traces.settings import ExportSettings, export_backend, traces_endpoint
 from bridge_store.stores import Routes
@@ -201,6 +207,61 @@ def test_the_export_needs_a_backend_with_a_queue_and_leases() -> None:
 def test_a_bad_url_is_one_line_naming_the_fix(url: str) -> None:
     with pytest.raises(ConfigurationError, match=r"http://localhost:4318|http\(s\)://HOST"):
         ExportSettings.to(url)
+
+
+def test_secrets_in_the_url_never_reach_a_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ConfigurationError, match="has a query") as refused:
+        ExportSettings.to("https://collector:4318/v1/traces?api_key=s3cret-query")
+    assert "s3cret-query" not in str(refused.value)
+    # A password is basic auth: the collector (down here) is named without it.
+    down = OtlpReceiver()
+    url = f"http://user:s3cret-pass@127.0.0.1:{down.port}"
+    config = ServerConfig(
+        routes=Routes.single(f"sqlite:///{tmp_path / 's.db'}"),
+        auth_token=TOKEN,
+        export_runs=dataclasses.replace(settings(down), endpoint=traces_endpoint(url)),
+    )
+    caplog.set_level("DEBUG")
+    with running(create_app(config)) as base:
+        client = StoreHttpClient(base + "/", TOKEN)
+        end_runs(client, 1)
+        wait_for(lambda: "did not take" in caplog.text)
+        client.close()
+    assert f"127.0.0.1:{down.port}" in caplog.text
+    assert "s3cret-pass" not in caplog.text
+
+
+def test_the_setting_comes_from_the_flag_the_environment_or_the_config_file(
+    tmp_path: Path,
+) -> None:
+    env = {EXPORT_RUNS_ENV: "https://user:pw@collector.example:4318"}
+    shown = render(parse_args(["config", "show"]), env)
+    assert 'export-runs = "https://user:***@collector.example:4318"' in shown
+    config_file = tmp_path / "serve.toml"
+    config_file.write_text('export-runs = "http://collector:4318"\n')
+    args = parse_args(["serve", "--config", str(config_file)])
+    assert export_from(args, {}) == ExportSettings("http://collector:4318/v1/traces")
+    # The environment wins over the file, the flag over both.
+    assert export_from(args, env) is not None
+    flagged = parse_args(["serve", "--export-runs", "http://other:4318/v1/traces"])
+    assert export_from(flagged, env) == ExportSettings("http://other:4318/v1/traces")
+    assert export_from(parse_args(["serve"]), {}) is None
+
+
+def test_without_the_otel_extra_the_start_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("opentelemetry") else real(name, *a),
+    )
+    args = parse_args(["serve", "--export-runs", "http://collector:4318"])
+    with pytest.raises(ConfigurationError, match=r"pip install 'bridge-store\[otel\]'"):
+        export_from(args, {})
 
 
 def test_serve_workers_2_sends_each_run_once(tmp_path: Path, receiver: OtlpReceiver) -> None:

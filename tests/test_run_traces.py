@@ -293,3 +293,22 @@ def test_a_collector_that_refuses_stops_the_command_with_one_line(
     err = capsys.readouterr().err
     assert "did not take 3 runs after 2 tries" in err
     assert len(receiver.requests) == 2
+
+
+def test_a_run_of_more_events_than_read_is_sent_with_what_was_read(
+    tmp_path: Path, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bridge_store.run_traces.reading.MAX_EVENTS", 3)
+    url = f"sqlite:///{tmp_path / 'long.db'}"
+    calls: list[h.Call] = [
+        ("agents", "create", {"agent": h.agent(h.LOGIN_AGENT, "long", "/w", "idle", 1)}),
+        ("runs", "create", {"run": h.run(h.LOGIN_AGENT, "run-long", 1, "finished")}),
+    ]
+    for n in range(5):
+        body = {"type": "tool_call", "call_id": f"c{n}", "name": "t", "status": "completed"}
+        calls.append(("runEvents", "append", h.message(h.LOGIN_AGENT, "run-long", body)))
+    fill(url, calls)
+    assert export(url, receiver) == 0
+    root = root_of(receiver.spans)
+    assert root.attributes["bridge_store.run.events_cut"] is True
+    assert len(receiver.spans) == 1 + 3

@@ -20,7 +20,10 @@ TRACES_PATH = "/v1/traces"
 def traces_endpoint(url: str) -> str:
     """Where traces go for ``url``: itself if its path ends with ``/v1/traces``, else
     the path with ``/v1/traces`` added, as the SDK treats ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    (``http://collector:4318``, ``https://cloud.langfuse.com/api/public/otel``)."""
+    (``http://collector:4318``, ``https://cloud.langfuse.com/api/public/otel``).
+
+    A password in the URL is sent as basic auth and never shown (:func:`redact`); a
+    query is refused, since the exporter's error messages would print it."""
     try:
         parts = urlsplit(url.strip())
         parts.port  # noqa: B018 - a port that is no number raises here
@@ -33,10 +36,16 @@ def traces_endpoint(url: str) -> str:
             f"the OTLP URL {redact(url)!r} is not an http:// or https:// URL with a host: "
             "give the collector's OTLP/HTTP address, such as http://localhost:4318"
         )
+    if parts.query:
+        # The exporter's own error lines print the request's path and query.
+        raise ConfigurationError(
+            f"the OTLP URL {redact(url)!r} has a query: give credentials in "
+            "OTEL_EXPORTER_OTLP_HEADERS, which is never logged, not in the URL"
+        )
     path = parts.path.rstrip("/")
     if not path.endswith(TRACES_PATH):
         path += TRACES_PATH
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 @dataclass(frozen=True, slots=True)
