@@ -75,6 +75,8 @@ def _ops_per_second(args: argparse.Namespace, export_to: str | None, path: Path)
         "export": export_to is not None,
         "ops_per_s": row["timed"]["ops_per_s"],
         "p99_ms": row["timed"]["latency_ms"]["p99"],
+        # The server's CPU per call: steadier than ops/s on a shared machine.
+        "server_cpu_ms_per_op": row["server_cpu_ms_per_op"],
         "load_average_before": result["machine"]["load_average_before"][0],
         "load_average_after": result["machine"]["load_average_after"][0],
     }
@@ -101,10 +103,18 @@ def main(argv: list[str]) -> int:
     for run in runs:
         print(
             f"  export {'on ' if run['export'] else 'off'}  {run['ops_per_s']:>9,.1f} ops/s  "
-            f"p99 {run['p99_ms']:.2f} ms  load average {run['load_average_before']:.2f} "
-            f"-> {run['load_average_after']:.2f}"
+            f"p99 {run['p99_ms']:.2f} ms  server CPU {run['server_cpu_ms_per_op'] or 0:.3f} "
+            f"ms/op  load average {run['load_average_before']:.2f} -> "
+            f"{run['load_average_after']:.2f}"
         )
     ratio = on / off if off else 0.0
+    cpu = {
+        name: statistics.median(
+            run["server_cpu_ms_per_op"] or 0.0 for run in runs if run["export"] == export
+        )
+        for name, export in (("off", False), ("on", True))
+    }
+    print(f"server CPU per call, median: off {cpu['off']:.3f} ms, on {cpu['on']:.3f} ms")
     print(
         f"median: off {off:,.1f} ops/s, on {on:,.1f} ops/s: {ratio:.3f} "
         f"(target >= {TARGET}); the receiver got {roots} runs, {len(receiver.spans)} spans"
@@ -117,6 +127,7 @@ def main(argv: list[str]) -> int:
         "target": args.target,
         "runs": runs,
         "median_ops_per_s": {"off": off, "on": on},
+        "median_server_cpu_ms_per_op": cpu,
         "ratio": round(ratio, 4),
         "received": {"runs": roots, "spans": len(receiver.spans)},
     }

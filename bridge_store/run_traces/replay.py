@@ -28,14 +28,13 @@ from ..types import Document
 from .mapping import SpanMaker
 from .reading import record_of
 from .sender import OtlpSender, encoded_size
+from .watch import ENDED
 
 #: A batch is sent once it holds this many spans or this many runs.
 BATCH_SPANS = 512
 BATCH_RUNS = 64
 #: Seconds between the tries of a batch the collector did not take.
 RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0)
-#: The statuses a run ends with.
-ENDED = frozenset({"finished", "error", "cancelled", "expired"})
 
 
 @dataclass(frozen=True, slots=True)
