@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
 
 from bridge_store.app import create_app
 from bridge_store.cli import parse_args
@@ -22,6 +23,8 @@ from bridge_store.config import ServerConfig
 from bridge_store.errors import ConfigurationError
 from bridge_store.run_traces import EXPORT_RUNS_ENV
 from bridge_store.run_traces.ids import trace_id
+from bridge_store.run_traces.mapping import SpanMaker
+from bridge_store.run_traces.reading import RunRecord
 from bridge_store.run_traces.settings import ExportSettings, export_backend, traces_endpoint
 from bridge_store.stores import Routes
 from testkit.inprocess import running
@@ -111,10 +114,11 @@ def test_a_run_is_sent_once_it_ends_and_only_then(tmp_path: Path, receiver: Otlp
         client.call("runs", "update", {"run": h.run("a", "r-1", 1, "finished", endedAt=h.T0)})
         wait_for(lambda: sent_once(receiver, "default", "a", ["r-1"]))
         wait_for(lambda: metric(metrics(client), "bridge_store_runs_exported_total") == 1)
+        # The store's queue is counted, and the lag taken, at each round's read of it.
+        wait_for(lambda: metric(metrics(client), "bridge_store_run_export_lag_seconds") == 0)
         text = metrics(client)
         assert metric(text, 'bridge_store_run_export_queue_depth{queue="memory"}') == 0
         assert metric(text, 'bridge_store_run_export_queue_depth{queue="store"}') == 0
-        assert metric(text, "bridge_store_run_export_lag_seconds") == 0
         assert metric(text, 'bridge_store_run_exports_dropped_total{reason="gone"}') == 0
     (root,) = receiver.roots()
     assert root.attributes["gen_ai.agent.id"] == "a"
@@ -192,8 +196,44 @@ def test_a_run_the_collector_refuses_alone_is_dropped_and_the_rest_go(
                 == 1
             )
         )
-        assert metric(metrics(client), 'bridge_store_run_export_queue_depth{queue="store"}') == 0
+        # The depth is counted at each round's read of the queue: the next one says 0.
+        wait_for(
+            lambda: (
+                metric(metrics(client), 'bridge_store_run_export_queue_depth{queue="store"}') == 0
+            )
+        )
     assert poison not in {span.trace_id for span in receiver.spans}
+
+
+def test_a_run_whose_trace_cannot_be_made_is_dropped_and_said(
+    tmp_path: Path,
+    receiver: OtlpReceiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    made = SpanMaker.spans
+
+    def spans(self: SpanMaker, record: RunRecord) -> list[ReadableSpan]:
+        if record.run["runId"] == "run-1":
+            raise KeyError("a bug")
+        return made(self, record)
+
+    monkeypatch.setattr(SpanMaker, "spans", spans)
+    receiver.start()
+    with server(f"sqlite:///{tmp_path / 's.db'}", receiver) as client:
+        run_ids = end_runs(client, 3)
+        wait_for(lambda: sent_once(receiver, "default", "agent-live", ["run-0", "run-2"]))
+        wait_for(
+            lambda: (
+                metric(metrics(client), 'bridge_store_run_export_queue_depth{queue="store"}') == 0
+            )
+        )
+        assert (
+            metric(metrics(client), 'bridge_store_run_exports_dropped_total{reason="failed"}') == 1
+        )
+    assert len(receiver.roots()) == 2
+    assert len(run_ids) == 3
+    assert "run export: run run-1 of agent agent-live has no trace" in caplog.text
 
 
 def test_the_export_needs_a_backend_with_a_queue_and_leases() -> None:

@@ -32,7 +32,6 @@ CACHE_CREATION_INPUT_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 REASONING_OUTPUT_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
-TOOL_TYPE = "gen_ai.tool.type"
 # Content: only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
@@ -44,7 +43,7 @@ GEN_AI_NAMES = (
     *(OPERATION_NAME, PROVIDER_NAME, AGENT_ID, AGENT_NAME, CONVERSATION_ID),
     *(REQUEST_MODEL, RESPONSE_MODEL, INPUT_TOKENS, OUTPUT_TOKENS, CACHE_READ_INPUT_TOKENS),
     *(CACHE_CREATION_INPUT_TOKENS, REASONING_OUTPUT_TOKENS, TOOL_NAME, TOOL_CALL_ID),
-    *(TOOL_TYPE, INPUT_MESSAGES, OUTPUT_MESSAGES, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT),
+    *(INPUT_MESSAGES, OUTPUT_MESSAGES, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT),
 )
 
 # -- values ---------------------------------------------------------------------------

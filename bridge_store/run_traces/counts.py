@@ -14,9 +14,10 @@ from prometheus_client.metrics_core import Metric
 
 #: Why a run was not sent: this server's memory queue was full (the store did not
 #: take runs for long), the store refused to queue it (ids too long for its keys),
-#: the run was gone when its turn came (deleted, pruned), or the collector refused
-#: it repeatedly while it took other runs.
-DROP_REASONS = ("queue_full", "refused", "gone", "rejected")
+#: the run was gone when its turn came (deleted, pruned), its trace could not be
+#: made (a bug, logged with its trace), or the collector refused it repeatedly while
+#: it took other requests.
+DROP_REASONS = ("queue_full", "refused", "gone", "failed", "rejected")
 
 
 class ExportCounts:
@@ -48,7 +49,7 @@ class ExportCollector:
         )
         dropped = CounterMetricFamily(
             "bridge_store_run_exports_dropped",
-            "Runs never sent, by reason: queue_full, refused, gone, rejected",
+            "Runs never sent, by reason: queue_full, refused, gone, failed, rejected",
             labels=["reason"],
         )
         for reason, count in counts.dropped.items():

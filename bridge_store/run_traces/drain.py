@@ -137,8 +137,14 @@ class Drainer:
             if record is None:
                 gone += entries
                 self.counts.dropped["gone"] += 1
-            else:
+                continue
+            try:
                 spans_of[key] = self._maker.spans(record)
+            except Exception:
+                # A bug: said with its trace, and the run does not hold up the queue.
+                logger.exception("run export: run %s of agent %s has no trace", key[2], key[1])
+                gone += entries
+                self.counts.dropped["failed"] += 1
         if gone:
             await self._queue.unqueue_runs(gone)
         if not spans_of:

@@ -7,9 +7,9 @@ tenants' runs of one id are two traces); a span id is the first 8 bytes of SHA-2
 over another label, the same names and which span it is (the run itself, or a tool
 call by its id). A backend that deduplicates by ids keeps one copy of a run sent
 twice, and one that does not shows the same trace id twice, never two traces. The
-names are joined with NUL, which no tenant or id holds, so no two runs share the
-hashed text. An all-zero id is invalid in OTLP; one chance in 2**64 per span, and
-then it is 1.
+names are joined with NUL, which no tenant, agent id or run id holds (a tool call's
+id, which may, comes last), so no two runs or spans share the hashed text. An all-zero
+id is invalid in OTLP; one chance in 2**64 per span, and then it is 1.
 """
 
 from __future__ import annotations

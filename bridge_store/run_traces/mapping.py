@@ -194,8 +194,9 @@ class SpanMaker:
         run_end: int,
     ) -> ReadableSpan:
         transcript = record.transcript
-        began = transcript.began.get(call.key)
-        start = time_ns(began) or run_start
+        start = time_ns(transcript.began.get(call.key))
+        if start is None:
+            start = run_start
         end = time_ns(transcript.ended.get(call.key), not_before=start // 1_000_000)
         tool = content.clean(call.name, content.NAME_CHARS)
         attributes: dict[str, Any] = {
