@@ -10,7 +10,8 @@ migrated between cluster nodes). Index members:
 - ``by-agent``: ``terminated(agentId) + terminated(blobId)``, one range per agent.
 
 A blob's index members follow from its identity, so unlike agents and runs no record
-of them is kept. Listing reads the indexes only, never the blobs.
+of them is kept. Listing reads the indexes only, never the blobs. A blob over 1 MiB is
+read in pieces, all of one version (``blob_reads.py``).
 
 Cluster layout (``KeySpace.spread``): the bytes live in their agent's slot, the indexes
 in the substore's, so no script can change both. The steps are ordered, and each
@@ -38,6 +39,7 @@ from bridge_store.errors import already_exists, not_found
 from bridge_store.substores import BlobRef
 
 from ._rows import DELETE_BATCH, Range, Tenants, read_ranges, tenants_holding
+from .blob_reads import read_blob
 from .errors import redis_errors
 from .keys import KeySpace, from_utf8, split_terminated, terminated, utf8
 from .scripts import Scripts
@@ -71,8 +73,8 @@ class RedisCheckpoints:
     @redis_errors
     async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
         key = self._keys.of(tenant).blob(agent_id, _field(agent_id, blob_id))
-        data = await self._client.get(key)
-        return cast("bytes | None", data)
+        # A large blob in pieces, each of one version: see blob_reads.py.
+        return await read_blob(self._client, self._scripts, key)
 
     @redis_errors
     async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import Connection
 from redis.exceptions import (
     AskError,
     ClusterError,
@@ -39,13 +42,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from bridge_store.substores import BackendOptions
 
 from .errors import NotReplicated
-from .scripts import ALL, READ_RANGES
+from .scripts import ALL, READ_BLOB, READ_RANGES
 from .settings import RedisSettings
 
 #: The commands bridge-store writes with; WAIT follows each when ``wait_replicas`` is set.
 _WRITES = frozenset({"EVALSHA", "SET", "DEL", "UNLINK"})
-#: The one script that only reads.
-_READ_ONLY_SHA = hashlib.sha1(READ_RANGES.encode(), usedforsecurity=False).hexdigest()
+#: The scripts that only read.
+_READ_ONLY_SHAS = frozenset(
+    hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+    for source in (READ_RANGES, READ_BLOB)
+)
 #: Every script's source by its SHA, to load one on a node whose cache lacks it.
 _SOURCES = {
     hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest(): source for source in ALL
@@ -89,6 +95,25 @@ class BoundedCluster(RedisCluster):
                 # a promoted replica the client has not heard of yet; load it on the
                 # node the slot map names (after a MOVED, the new primary).
                 await self._load_script(str(args[1]), self._primary_of(args[3]))
+
+    @asynccontextmanager
+    async def connection_to(self, key: bytes) -> AsyncIterator[Connection]:
+        """A connection to the primary of ``key``'s slot, the caller's alone until the
+        block ends (a turn taken, as for a command); closed if the block fails, as it
+        may then hold replies nobody read."""
+        async with self._turns:
+            if self._initialize:
+                await self.initialize()
+            node = self._primary_of(key)
+            connection = node.acquire_connection()
+            try:
+                await node.disconnect_if_needed(connection)
+                yield connection
+            except BaseException:
+                await connection.disconnect()
+                raise
+            finally:
+                node.release(connection)
 
     async def aclose(self) -> None:
         """Have the next command map the cluster again; close only idle connections.
@@ -182,7 +207,7 @@ class BoundedCluster(RedisCluster):
 
 def _is_write(args: tuple[Any, ...]) -> bool:
     name = str(args[0]).upper()
-    return name in _WRITES and not (name == "EVALSHA" and args[1] == _READ_ONLY_SHA)
+    return name in _WRITES and not (name == "EVALSHA" and args[1] in _READ_ONLY_SHAS)
 
 
 def cluster_client(settings: RedisSettings, options: BackendOptions) -> BoundedCluster:

@@ -132,6 +132,14 @@ redis.call('ZADD', KEYS[3], 0, ARGV[3])
 return 1
 """
 
+#: KEYS: a blob key. ARGV: the largest blob to answer whole. Returns the blob if it is
+#: no larger (nil if missing), else its length, to be read in pieces (blob_reads.py).
+READ_BLOB = """
+local size = redis.call('STRLEN', KEYS[1])
+if size > tonumber(ARGV[1]) then return size end
+return redis.call('GET', KEYS[1])
+"""
+
 #: KEYS: the by-blob and by-agent indexes, then the blob keys. ARGV: per blob key, its
 #: two index members.
 DELETE_BLOBS = """
@@ -266,6 +274,7 @@ ALL = (
     REMOVE_RANGE,
     READ_RANGES,
     CREATE_BLOB,
+    READ_BLOB,
     DELETE_BLOBS,
     INDEX_BLOBS,
     APPEND_EVENT,
@@ -284,6 +293,7 @@ class Scripts:
         self.remove_range = client.register_script(REMOVE_RANGE)
         self.read_ranges = client.register_script(READ_RANGES)
         self.create_blob = client.register_script(CREATE_BLOB)
+        self.read_blob = client.register_script(READ_BLOB)
         self.delete_blobs = client.register_script(DELETE_BLOBS)
         self.index_blobs = client.register_script(INDEX_BLOBS)
         self.append_event = client.register_script(APPEND_EVENT)
