@@ -27,6 +27,7 @@ from obstore.store import S3Store
 from bridge_store.errors import BackendUnreachable, ConfigurationError, unavailable
 
 from ._credentials import ProfileCredentials
+from .blob_reads import read_body
 from .errors import (
     CONDITION_FAILED,
     MISSING,
@@ -243,7 +244,8 @@ class Bucket:
         try:
             async with self._slots:
                 result = await obstore.get_async(self._for(blob), key)
-                body = bytes(await result.bytes_async())
+                # A blob's body as it streams in (blob_reads.py): no long copy on the loop.
+                body = await read_body(result) if blob else bytes(await result.bytes_async())
         except MISSING:
             return None
         except REQUEST_FAILED as error:
