@@ -232,17 +232,29 @@ async def gets_meanwhile(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "backend", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+    "backend",
+    [
+        "memory",
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("redis-cluster", marks=pytest.mark.redis),
+        pytest.param("s3", marks=pytest.mark.s3),
+    ],
 )
 def test_two_readers_of_80_mib_blobs_never_hold_the_loop(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """SQLite and Postgres read such blobs in pieces too (bridge_store_sql/blob_reads.py),
-    and SQLite on threads of their own, so small reads never queue behind them."""
+    and SQLite on threads of their own, so small reads never queue behind them; so do
+    Redis (bridge_store_redis/blob_reads.py) and S3 (bridge_store_s3/blob_reads.py)."""
     urls: dict[str, Callable[[], str]] = {
         "memory": lambda: "memory://",
         "sqlite": lambda: f"sqlite:///{tmp_path / 'store.db'}",
         "postgres": lambda: request.getfixturevalue("make_postgres_url")(),
+        "redis": lambda: request.getfixturevalue("make_redis_url")(),
+        "redis-cluster": lambda: request.getfixturevalue("make_cluster_url")(),
+        "s3": lambda: request.getfixturevalue("make_s3_url")(),
     }
     url = urls[backend]()
     # In a process of its own, as serve runs, for the reason test_large_body_loop gives.
