@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from redis.exceptions import AskError, MovedError, TryAgainError
 
 from bridge_store.errors import Code, ConnectError
 from bridge_store.stores import Stores
@@ -163,3 +164,28 @@ async def test_s3_a_read_cut_while_the_body_streams_is_whole_or_unavailable(
                 await read
         monkeypatch.undo()
         assert await outcome(stores) == OLD
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("answer", ["MOVED", "ASK", "TRYAGAIN"])
+async def test_redis_cluster_a_slot_moving_during_a_read_is_read_by_the_clients_get(
+    answer: str, make_cluster_url: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's connection is to the node that held the slot; when the slot moves
+    (resharding), redis-py's own GET follows it."""
+    async with stores_at(make_cluster_url(), sealed=False) as stores:
+        await stores.checkpoints.create(TENANT, "a", "b", OLD)
+        moved = {
+            "MOVED": MovedError("1 127.0.0.1:1"),
+            "ASK": AskError("1 127.0.0.1:1"),
+            "TRYAGAIN": TryAgainError(),
+        }[answer]
+        sessions: list[int] = []
+
+        async def slot_moved(connection: Any, key: bytes) -> Any:
+            sessions.append(1)
+            raise moved
+
+        monkeypatch.setattr(redis_reads, "_watched_read", slot_moved)
+        assert await outcome(stores) == OLD
+        assert sessions == [1]
