@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from bridge_store.cli import main
+from bridge_store.conformance.harness import agent, run
 from bridge_store.errors import ConnectError, unavailable
 from bridge_store.lifecycle import walk
+from bridge_store.lifecycle.checks import InvalidItem
 from bridge_store.lifecycle.copy import copy_history
 from bridge_store.lifecycle.items import canonical
 from bridge_store.lifecycle.progress import Meter
@@ -114,6 +116,47 @@ def test_differences_are_left_alone_unless_overwritten(
     assert "verified" in capsys.readouterr().out
     expected = on_stores(routes(sqlite_arguments(source)), snapshot)
     assert on_stores(routes(sqlite_arguments(target)), snapshot) == expected
+
+
+async def _created_by_auth_token(stores: Stores) -> None:
+    """An agent and a run as serve's one token writes them: created by ``auth-token``."""
+    await stores.agents.create("default", agent("agent-1", updated_at=1), "auth-token")
+    await stores.runs.create("default", run("run-1", "agent-1"), "alice@laptop")
+    await stores.runs.create("default", run("run-2", "agent-1", turn_number=2))
+
+
+async def _creators(stores: Stores) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    runs = [("agent-1", "run-1"), ("agent-1", "run-2")]
+    return (
+        await stores.agents.creators("default", ["agent-1"]),
+        await stores.runs.creators("default", runs),
+    )
+
+
+@pytest.mark.parametrize("kind", DURABLE_STORE_KINDS)
+def test_copy_keeps_who_created_each_agent_and_run(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # From SQLite to Postgres, "created by auth-token" came out "unknown".
+    source = sqlite_arguments(tmp_path / "source.db")
+    (tmp_path / "kind").mkdir()
+    target = serve_arguments(kind, request, tmp_path / "kind")
+    on_stores(routes(source), _created_by_auth_token)
+    assert main(["copy", *end_flags(source, "from"), *end_flags(target, "to")]) == 0
+    expected = ({"agent-1": "auth-token"}, {("agent-1", "run-1"): "alice@laptop"})
+    assert on_stores(routes(target), _creators) == expected
+
+
+async def test_a_copied_creator_that_is_no_token_name_is_refused() -> None:
+    source, target = await open_memory(), await open_memory()
+    try:
+        await source.stores.agents.create("default", agent("agent-1"), "\x1b[31mred")
+        with pytest.raises(InvalidItem, match=r"creator '\\x1b\[31mred' is not a token name"):
+            await copy_history(source.stores, target.stores, tenants=None, overwrite=False)
+        assert await target.stores.agents.get("default", "agent-1") is None
+    finally:
+        await source.close()
+        await target.close()
 
 
 def test_one_tenant_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

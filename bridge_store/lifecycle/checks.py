@@ -19,7 +19,7 @@ from typing import Any
 from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
 from bridge_store.contract import require_id, validate_agent, validate_run
 from bridge_store.errors import ConfigurationError, ConnectError, invalid_argument
-from bridge_store.security.auth import check_tenant
+from bridge_store.security.auth import TOKEN_NAME_PATTERN, check_tenant
 from bridge_store.security.encryption import is_sealed_metadata
 from bridge_store.security.sealed_stores import METADATA
 from bridge_store.stored_documents import check_json_value, validate_stored_event
@@ -81,11 +81,11 @@ def _checked(item: Item) -> Item:
         check_json_value(agent, "agent", depth=1)
         if sealed:
             agent[METADATA] = document[METADATA]
-        return AgentItem(item.tenant, agent)
+        return AgentItem(item.tenant, agent, _creator(item.creator))
     if isinstance(item, RunItem):
         run = validate_run(item.document, "run")
         check_json_value(run, "run", depth=1)
-        return RunItem(item.tenant, run)
+        return RunItem(item.tenant, run, _creator(item.creator))
     if isinstance(item, EventsItem):
         require_id({"runId": item.run_id}, "runId", "event")
         events = []
@@ -99,6 +99,14 @@ def _checked(item: Item) -> Item:
     require_id({"agentId": item.agent_id}, "agentId", "checkpoint")
     require_id({"blobId": item.blob_id}, "blobId", "checkpoint")
     return item
+
+
+def _creator(name: object) -> str | None:
+    """A recorded creator is a token name, as the server recorded it; a store written
+    around the server may hold anything, which the viewer would then show."""
+    if name is None or (isinstance(name, str) and TOKEN_NAME_PATTERN.fullmatch(name)):
+        return name
+    raise invalid_argument(f"its creator {shown(name)} is not a token name")
 
 
 def check_blob_size(item: BlobItem, size: int, limit: int) -> None:

@@ -11,6 +11,9 @@ items replace the ones this copy wrote, and only items new since are counted, so
 summary counts each item once, as ``--verify`` does. One the first pass left partly
 alone (it differs in the target) is not walked again: its differences are reported
 once, and a rerun brings what it gained meanwhile.
+
+Who created each agent and run (the token name recorded beside it) is copied with it,
+so the target's viewer shows the same "created by".
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ async def copy_history(
 
     async def copy_agent(tenant: str, agent: Document, *, again: bool) -> None:
         left_alone = False
-        async for item in agent_items(source, tenant, agent):
+        async for item in agent_items(source, tenant, agent, creators=True):
             left_alone |= await sink.write(item, again=again)
         if not again:
             copied[(tenant, agent["agentId"])] = not left_alone

@@ -1,7 +1,9 @@
 """The records a store's history streams as, whatever reads or writes them.
 
 Documents are exactly what the backend API returns (an opened store: sdkMetadata and
-blobs in the clear when the store is sealed). Events keep their ``seq``, ``offset``,
+blobs in the clear when the store is sealed). Agents and runs may carry who created
+them (the token name the store recorded beside the document, see
+:mod:`bridge_store.substores`), which a copy keeps. Events keep their ``seq``, ``offset``,
 ``createdAt`` and ``idempotencyKey``. A blob carries a way to read its bytes, not the
 bytes, so a stream of them never holds more than the one being written.
 """
@@ -21,12 +23,16 @@ from bridge_store.wire import jsontext
 class AgentItem:
     tenant: str
     document: Document
+    #: The name of the token that created the agent; None when none is recorded or read.
+    creator: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RunItem:
     tenant: str
     document: Document
+    #: The name of the token that started the run; None when none is recorded or read.
+    creator: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

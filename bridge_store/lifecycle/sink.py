@@ -87,7 +87,7 @@ class StoreSink:
         held = await agents.get(tenant, doc["agentId"])
         if held is None:
             try:
-                await agents.create(tenant, doc)
+                await agents.create(tenant, doc, item.creator)
                 # An agent written again was counted the first time, even if it is
                 # gone from the store since.
                 self._count("agents", Outcome.SAME if again else Outcome.CREATED, len(text), again)
@@ -114,7 +114,7 @@ class StoreSink:
         held = await runs.get(tenant, doc["agentId"], doc["runId"])
         if held is None:
             try:
-                await runs.create(tenant, doc)
+                await runs.create(tenant, doc, item.creator)
                 self._count("runs", Outcome.CREATED, len(text), again)
                 return False
             except ConnectError as error:

@@ -92,21 +92,32 @@ async def count_agents(stores: Stores, tenants: Sequence[str]) -> int:
     return total
 
 
-async def agent_items(stores: Stores, tenant: str, agent: Document) -> AsyncIterator[Item]:
-    """Everything of one agent, the agent item last (see the module docstring)."""
+async def agent_items(
+    stores: Stores, tenant: str, agent: Document, *, creators: bool = False
+) -> AsyncIterator[Item]:
+    """Everything of one agent, the agent item last (see the module docstring).
+
+    With ``creators``, agent and run items carry who created them (one more read per
+    agent and per page of runs), for a copy that keeps them.
+    """
     agent_id = agent["agentId"]
     after_run: RunPosition | None = None
     while runs := await stores.runs.list(
         tenant, agent_ids=[agent_id], run_ids=None, after=after_run, limit=PAGE
     ):
+        started_by: dict[tuple[str, str], str] = {}
+        if creators:
+            keys = [(run["agentId"], run["runId"]) for run in runs]
+            started_by = await stores.runs.creators(tenant, keys)
         for run in runs:
-            yield RunItem(tenant, run)
+            yield RunItem(tenant, run, started_by.get((run["agentId"], run["runId"])))
             async for events in run_events(stores, tenant, run["runId"]):
                 yield events
         after_run = position_of_run(runs[-1])
     async for blob in blobs_of(stores, tenant, agent_id):
         yield blob
-    yield AgentItem(tenant, agent)
+    creator = (await stores.agents.creators(tenant, [agent_id])).get(agent_id) if creators else None
+    yield AgentItem(tenant, agent, creator)
 
 
 async def run_events(stores: Stores, tenant: str, run_id: str) -> AsyncIterator[EventsItem]:
