@@ -93,6 +93,7 @@ COMMAND_ONLY_MODULES = (
     "bridge_store.viewer.terminal",
     "bridge_store.lifecycle.copy",
     "bridge_store.lifecycle.progress",
+    "bridge_store.demo.history",
     "rich",
     "jinja2",
     "starlette",

@@ -202,7 +202,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "what runs over the stores",
-        ("lifecycle.", "ops.", "conformance.", "viewer.", "run_traces.", "config", "front_page"),
+        (
+            *("lifecycle.", "ops.", "conformance.", "viewer.", "run_traces.", "demo."),
+            *("config", "front_page"),
+        ),
     ),
     ("the server", ("app",)),
     ("the edges", ("cli.", "client.", "entry", "__main__")),

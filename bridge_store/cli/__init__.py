@@ -1,8 +1,8 @@
 """The ``bridge-store`` command line: one module per command, composed here.
 
-``serve`` (:mod:`.serve`), ``bridge`` (:mod:`.bridge`), ``db upgrade``/``db
-current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`), ``keys
-generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
+``serve`` (:mod:`.serve`), ``demo`` (:mod:`.demo`), ``bridge`` (:mod:`.bridge`),
+``db upgrade``/``db current`` (:mod:`.db`), ``token add|list|revoke`` (:mod:`.token`),
+``keys generate|rotate`` (:mod:`.keys`), ``prune`` (:mod:`.prune`), ``gc`` (:mod:`.gc`),
 ``copy``, ``export``, ``import`` and ``import-local`` (:mod:`.copy`, :mod:`.export`,
 :mod:`.import_archive`, :mod:`.import_local`), ``export-runs``
 (:mod:`.export_runs`), the history commands ``agents``, ``runs``, ``overview`` and
@@ -37,6 +37,7 @@ from . import (
     config,
     copy,
     db,
+    demo,
     export,
     export_runs,
     gc,
@@ -67,6 +68,7 @@ class Command(Protocol):
 #: The commands, in the order ``--help`` lists them.
 COMMANDS: dict[str, Command] = {
     "serve": serve,
+    "demo": demo,
     "bridge": bridge,
     "db": db,
     "token": token,
