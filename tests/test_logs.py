@@ -68,7 +68,11 @@ def test_json_lines_from_every_logger(json_server: ServerProcess) -> None:
         assert {"time", "level", "logger", "message"} <= entry.keys()
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", entry["time"])
     loggers = {entry["logger"] for entry in entries}
-    assert {"uvicorn.error", "uvicorn.access", "bridge_store.access"} <= loggers
+    assert {"uvicorn", "uvicorn.access", "bridge_store.access"} <= loggers
+    # uvicorn's server lines ("Started server process") are no errors.
+    assert "uvicorn.error" not in loggers
+    started = [e for e in entries if e["message"].startswith("Started server process")]
+    assert [(e["logger"], e["level"]) for e in started] == [("uvicorn", "INFO")]
     # bridge_store's warnings go through the configured handler, not the last resort.
     (warning,) = [entry for entry in entries if entry["logger"] == "bridge_store_sql.backend"]
     assert warning["level"] == "WARNING"
@@ -103,6 +107,8 @@ def test_text_is_the_default_and_calls_are_logged_only_on_request(tmp_path: Path
         assert response.status_code == 409  # created by the first server
         lines = log_lines(server)
     (access,) = [line for line in lines if " bridge_store.access: " in line]
+    assert [line for line in lines if " INFO uvicorn: Started server process " in line]
+    assert not [line for line in lines if "uvicorn.error" in line]
     assert re.fullmatch(
         r"\S+ \S+ INFO bridge_store\.access: agents\.create already_exists \d+\.\d{3} ms "
         r"request_id=text-id",

@@ -57,6 +57,20 @@ class CallContext(logging.Filter):
         return True
 
 
+class ServerLoggerName(logging.Filter):
+    """Names uvicorn's server lines ``uvicorn``, not ``uvicorn.error``.
+
+    uvicorn logs everything but access lines (its start, its stop, a malformed
+    request) through a logger it calls ``uvicorn.error``, so "Started server process"
+    read as an error, and a filter on the logger's name caught INFO lines.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "uvicorn.error":
+            record.name = "uvicorn"
+        return True
+
+
 class SkipCallStoreAccess(logging.Filter):
     """Drops uvicorn's access line for CallStore: its own access line says more."""
 
@@ -124,6 +138,7 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
         "disable_existing_loggers": False,
         "filters": {
             "call_context": {"()": CallContext},
+            "server_logger_name": {"()": ServerLoggerName},
             "skip_call_store_access": {"()": SkipCallStoreAccess},
         },
         "formatters": {"line": {"()": formatter}},
@@ -132,7 +147,7 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
                 "class": "logging.StreamHandler",
                 "stream": "ext://sys.stderr",
                 "formatter": "line",
-                "filters": ["call_context"],
+                "filters": ["server_logger_name", "call_context"],
             }
         },
         "loggers": loggers,
