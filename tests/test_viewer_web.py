@@ -448,7 +448,11 @@ def test_creators_show_and_history_from_before_shows_unknown(tmp_path: Path) -> 
         }
         page = client.get("/ui/").text
         assert '<td class="creator">unknown</td>' in page
-        assert "Signed in as <strong>auth-token</strong>" in page
+        # The one token is no person: the header says whose it is, not its name.
+        assert "Signed in with <strong>the server's token</strong>" in page
+        assert "Signed in as" not in page
+        signed_in = client.get("/ui/?format=json").json()["signedIn"]
+        assert signed_in == {"name": SHORTHAND_TOKEN_NAME, "tenant": "default", "serverToken": True}
 
 
 def test_errors_read_as_text_not_json(browser: httpx.Client) -> None:

@@ -74,7 +74,9 @@ def create_viewer(
             statistics=lambda: run_statistics(unwrapped().agents, unwrapped().runs),
         )
         welcome = Welcome(principal.tenant, bridge_hint, tenants if store_wide else None)
-        return Context(reader, searcher, activity, principal, prices, welcome=welcome)
+        return Context(
+            reader, searcher, activity, principal, prices, welcome, server_token=store_wide
+        )
 
     sessions = Sessions(token_principal(tokens), session_keys or SessionKeys.new())
     return Viewer(sessions, context_for).app()

@@ -60,9 +60,15 @@ class Context:
     prices: PriceTable | None = None
     welcome: Welcome | None = None
     server_url: str = ""
+    #: The principal holds the server's one token (serve's shorthand, ``ui``'s), whose
+    #: name is no person's: pages say "the server's token" rather than its name.
+    server_token: bool = False
 
     def signed_in(self) -> Document:
-        return {"name": self.principal.name, "tenant": self.principal.tenant}
+        signed_in: Document = {"name": self.principal.name, "tenant": self.principal.tenant}
+        if self.server_token:
+            signed_in["serverToken"] = True
+        return signed_in
 
 
 PageFunction = Callable[[Context, QueryParams], Awaitable[View]]
