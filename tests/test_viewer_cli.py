@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ from .support.history import (
     live_run_ending,
     long_result,
 )
+from .support.sample import write_sample
 from .support.server import ServerProcess, serve
 from .test_viewer_transcript import stored
 
@@ -291,6 +294,41 @@ def test_a_terminal_gets_rich_tables_and_styled_transcripts() -> None:
     assert "\x1b[" in text
     assert "⚙ read_file" in text
     assert "… (13,889 characters)" in text
+
+
+def test_ids_stay_on_one_line_on_a_140_column_terminal(tmp_path: Path) -> None:
+    # They were cut over two lines: names and paths wrap now, ids and times never.
+    url = f"sqlite:///{tmp_path / 'sample.db'}"
+    sample = write_sample(url)
+    shown = [
+        agent.agent_id
+        for agent in sample.agents
+        if agent.tenant == "app-team" and not agent.story.archived
+    ]
+    terminal = {**os.environ, "COLUMNS": "140", "TTY_COMPATIBLE": "1"}
+    listed = subprocess.run(
+        [sys.executable, "-m", "bridge_store", "agents", "--store", url, "--tenant", "app-team"],
+        env=terminal,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in listed.splitlines()]
+    assert "┏" in listed
+    assert max(len(line) for line in lines) <= 140
+    for agent_id in shown:
+        assert [line for line in lines if agent_id in line], agent_id
+    # Too narrow to keep them whole and leave the rest readable: everything folds.
+    narrow = subprocess.run(
+        [sys.executable, "-m", "bridge_store", "agents", "--store", url, "--tenant", "app-team"],
+        env={**terminal, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert not [agent_id for agent_id in shown if agent_id in narrow]
 
 
 def test_following_prints_tool_updates_and_holds_growing_text() -> None:

@@ -21,6 +21,12 @@ from .transcript import Block, Text, ToolCall, TranscriptBuilder
 #: --markdown give them whole.
 PREVIEW_CHARS = 400
 
+#: Columns a terminal table keeps on one line (ids and times), by how their names end.
+KEPT_WHOLE = (" id", "(UTC)")
+#: The width, borders included, below which a wrapped column is no longer readable:
+#: a terminal too narrow to keep ids whole and give every other column this folds all.
+NARROWEST_WRAPPED = 10
+
 AGENT_COLUMNS = (
     "updated (UTC)",
     "status",
@@ -130,10 +136,26 @@ class Output:
                 self.stream.write("\t".join(printable_cell(cell) for cell in row) + "\n")
             return
         table = Table(title=title, title_justify="left", expand=False)
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(escape(printable_cell(cell)) for cell in row))
+        names = list(columns)
+        cells = [tuple(printable_cell(cell) for cell in row) for row in rows]
+        # An id is copied and pasted, a time read at a glance: each on one line, as wide
+        # as its widest, while names and paths wrap into what is left (when enough is).
+        whole = {
+            number: max((len(row[number]) for row in cells), default=0)
+            for number, column in enumerate(names)
+            if column.endswith(KEPT_WHOLE)
+        }
+        needed = sum(width + 3 for width in whole.values())
+        needed += (len(names) - len(whole)) * NARROWEST_WRAPPED
+        if needed > self.console.width:
+            whole = {}
+        for number, column in enumerate(names):
+            if number in whole:
+                table.add_column(column, no_wrap=True, min_width=whole[number])
+            else:
+                table.add_column(column, overflow="fold")
+        for row in cells:
+            table.add_row(*map(escape, row))
         self.console.print(table)
 
     def block(self, block: Block) -> None:
