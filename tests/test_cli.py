@@ -409,3 +409,40 @@ def test_redact_hides_passwords() -> None:
         redact("s3://b/p?access_key_id=AK&secret_access_key=SK&session_token=ST")
         == "s3://b/p?access_key_id=***&secret_access_key=***&session_token=***"
     )
+
+
+def run_command(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bridge_store", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_config_given_serve_s_options_says_where_they_go_in_one_line() -> None:
+    # It said "invalid choice: '18100' (choose from 'show')" under the usage.
+    done = run_command("config", "--port", "18100")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        "bridge-store config: config shows the settings serve would run with, with its "
+        "one command, show; serve's options go after it: bridge-store config show --port "
+        "18100\n"
+    )
+    assert run_command("config", "show", "--port", "18100").stdout.count("port = 18100") == 1
+
+
+def test_a_usage_mistake_is_one_line_naming_the_help_to_read() -> None:
+    for argv, help_of in (
+        (["agents", "--bogus"], "bridge-store agents"),
+        (["config", "show", "--bogus"], "bridge-store config show"),
+        (["serve", "--port", "x"], "bridge-store serve"),
+        (["nothing"], "bridge-store"),
+    ):
+        done = run_command(*argv)
+        assert done.returncode == 2, argv
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.endswith(f" (see {help_of} --help)\n"), done.stderr
+        assert "usage:" not in done.stderr

@@ -52,6 +52,7 @@ from . import (
     transcript,
     ui,
 )
+from .shared.parsers import CommandParser
 from .shared.settings import apply_config_file
 
 
@@ -90,7 +91,8 @@ COMMANDS: dict[str, Command] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # Every command's parser is of the same class: usage mistakes are one line.
+    parser: argparse.ArgumentParser = CommandParser(
         prog="bridge-store",
         description=(
             "A storage server for Cursor SDK bridge agent history. Launch the bridge with "

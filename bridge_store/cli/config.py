@@ -10,6 +10,7 @@ from typing import Any
 
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from ..urls import redact
+from .shared.parsers import advise
 from .shared.serve_options import add_arguments
 from .shared.settings import SETTING_ENV, key_of, settings_of
 from .shared.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
@@ -21,6 +22,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="show serve's effective configuration",
         description="Inspect the configuration of 'bridge-store serve'.",
     )
+    advise(config, _options_go_after_show)
     actions = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
     show = actions.add_parser(
         "show",
@@ -33,6 +35,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     add_arguments(show)
+
+
+def _options_go_after_show(given: list[str], message: str) -> str:
+    """``config --port 18100``: config's one command is show, and serve's options are its."""
+    example = (
+        " ".join(["bridge-store config show", *given]) if given else "bridge-store config show"
+    )
+    return (
+        "config shows the settings serve would run with, with its one command, show; "
+        f"serve's options go after it: {example}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
