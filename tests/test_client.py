@@ -267,6 +267,21 @@ def test_store_check_tells_other_servers_apart() -> None:
         check_store("file:///etc/passwd", STORE_TOKEN)
 
 
+def test_store_check_says_a_plain_http_server_was_given_https(memory_store: Sidecar) -> None:
+    # It said "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)".
+    secure = memory_store.url.replace("http://", "https://", 1)
+    with pytest.raises(ConfigurationError) as raised:
+        check_store(secure, memory_store.auth_token)
+    assert str(raised.value) == (
+        f"the server at {secure} speaks plain HTTP, not HTTPS: give {memory_store.url}"
+    )
+
+
+def test_store_check_takes_the_viewer_s_address_for_the_server_s(memory_store: Sidecar) -> None:
+    check_store(memory_store.url + "ui/", memory_store.auth_token)
+    check_store(memory_store.url + "ui", memory_store.auth_token)
+
+
 # -- launch: the store and the bridge together ----------------------------------------
 
 
@@ -347,6 +362,11 @@ def test_launch_uses_an_existing_store_after_checking_it(
         assert fake_bridge.started()["argv"][1] == memory_store.url
     # The store belongs to someone else: it keeps running.
     assert memory_store.process.poll() is None
+    # Given the viewer's address, the bridge is pointed at the server's.
+    with fake_launch(
+        fake_bridge, store_url=memory_store.url + "ui/", auth_token=memory_store.auth_token
+    ):
+        assert fake_bridge.started()["argv"][1] == memory_store.url
 
 
 def test_launch_refuses_a_wrong_token_before_starting_the_bridge(

@@ -269,6 +269,14 @@ def test_the_store_check_trusts_the_ca_it_is_given(tls_store: Sidecar, pki: Pki)
     check_store(tls_store.url, tls_store.auth_token, ca_file=pki.ca.certfile)
     with pytest.raises(ConfigurationError, match="rejected the auth token"):
         check_store(tls_store.url, "wrong", ca_file=pki.ca.certfile)
+    # http:// to a server that speaks TLS: it hangs up; the check says what to try.
+    plain = tls_store.url.replace("https://", "http://", 1)
+    with pytest.raises(ConfigurationError) as raised:
+        check_store(plain, tls_store.auth_token, ca_file=pki.ca.certfile)
+    assert str(raised.value) == (
+        f"the server at {plain} hung up without answering plain HTTP; if it serves TLS, "
+        f"give {tls_store.url}"
+    )
 
 
 @pytest.fixture

@@ -217,6 +217,7 @@ def test_transcript_as_text_json_lines_and_markdown(
 
 def test_mistakes_are_one_line_errors(
     capsys: pytest.CaptureFixture[str],
+    server: ServerProcess,
     store_args: list[str],
     remote_args: list[str],
     tmp_path: Path,
@@ -239,7 +240,31 @@ def test_mistakes_are_one_line_errors(
         str(wrong),
     )
     assert code == 1
-    assert err.startswith("bridge-store: unauthenticated:")
+    # It said "sign in first", the viewer's words: a command has no sign-in.
+    assert err == (
+        f"bridge-store: unauthenticated: the store at {server.url} rejected the token in "
+        f"{wrong} (401 unauthenticated); give the token the server was started with "
+        "(serve's --auth-token-file, ./bridge-store.token by default), or one of its "
+        "--tokens-file\n"
+    )
+    code, _, err = run_cli(
+        capsys,
+        "overview",
+        "--store-callback-url",
+        server.url,
+        "--store-auth-token-file",
+        f"{wrong}",
+    )
+    assert (code, err.count("\n")) == (1, 1)
+    assert f"rejected the token in {wrong}" in err
+    # https:// to a server that speaks plain HTTP: said so, not OpenSSL's words.
+    secure = server.url.replace("http://", "https://", 1)
+    code, _, err = run_cli(capsys, "agents", "--store-callback-url", secure, *remote_args[2:])
+    assert (code, err) == (
+        1,
+        f"bridge-store: unavailable: the server at {secure} speaks plain HTTP, not HTTPS: "
+        f"give {server.url}\n",
+    )
     code, _, err = run_cli(
         capsys,
         "agents",
@@ -250,6 +275,19 @@ def test_mistakes_are_one_line_errors(
     )
     assert code == 1
     assert err.startswith("bridge-store: unavailable: cannot reach the store")
+
+
+def test_the_viewer_s_address_is_taken_for_the_server_s(
+    capsys: pytest.CaptureFixture[str], server: ServerProcess, remote_args: list[str]
+) -> None:
+    # The ready line's viewerUrl, or the browser's address bar: it said "serves no
+    # viewer (/ui/): start it without --no-ui".
+    viewer = server.url + "ui/"
+    for command in (["agents"], ["runs"], ["runs", LOGIN_AGENT], ["overview"]):
+        by_server = run_cli(capsys, *command, *remote_args)
+        by_viewer = run_cli(capsys, *command, "--store-callback-url", viewer, *remote_args[2:])
+        assert by_viewer == by_server, command
+        assert by_viewer[0] == 0
 
 
 def test_follow_prints_a_live_run_until_it_ends(

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigurationError
+from ..reaching import server_url
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start, stop
-from .store import with_slash
 from .trust import node_trust, remove_bundle
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def launch_bridge(
     ``store_ca_file``: the PEM CA certificate(s) that signed an ``https://`` store's
     certificate, which the bridge then trusts (as ``NODE_EXTRA_CA_CERTS``).
     """
-    store_url = with_slash(store_url)
+    store_url = server_url(store_url)
     argv = bridge_argv(
         store_url,
         auth_token,

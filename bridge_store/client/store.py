@@ -19,6 +19,7 @@ from typing import TextIO
 
 from ..config import READY_PREFIX
 from ..errors import EXIT_UNREACHABLE, ConfigurationError
+from ..reaching import server_url, unreachable
 from ..security.tokens import TOKEN_ENV, new_token
 from ..urls import redact
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
@@ -169,13 +170,15 @@ def check_store(
     is not a CallStore server. The bridge itself would only report these on an agent's
     first call, as a bare ``unauthenticated`` or ``unavailable`` that reads like a
     problem with the bridge. ``ca_file`` (PEM) is trusted besides the system's CAs.
+    ``url`` may be the viewer's address (``.../ui/``): the server's is asked.
     """
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(
             f"the store URL must start with http:// or https://, not {redact(url)!r}"
         )
+    url = server_url(url)
     request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
-        with_slash(url) + _CALL_STORE_PATH,
+        url + _CALL_STORE_PATH,
         data=json.dumps(
             {"substore": "agents", "method": "get", "input": {"agentId": CHECK_AGENT_ID}}
         ).encode(),
@@ -194,12 +197,13 @@ def check_store(
         with opener.open(request, timeout=timeout) as response:
             body = response.read()
     except urllib.error.HTTPError as error:
+        with error:  # the answer's connection, closed whether or not its body is read
+            detail = error.read(500).decode("utf-8", "replace").strip()
         if error.code == 401:
             raise ConfigurationError(
                 f"the store at {redact(url)} rejected the auth token (401 unauthenticated); "
                 f"give the token the store was started with"
             ) from None
-        detail = error.read(500).decode("utf-8", "replace").strip()
         raise ConfigurationError(
             f"the store at {redact(url)} answered a CallStore call with HTTP {error.code}"
             + (f": {detail}" if detail else "")
@@ -211,15 +215,10 @@ def check_store(
                 f"the store at {redact(url)} has a TLS certificate this machine does not trust "
                 f"({reason.verify_message}); give the CA that signed it (--store-ca-file)"
             ) from None
-        raise ConfigurationError(f"cannot reach the store at {redact(url)}: {reason}") from None
+        raise ConfigurationError(unreachable(url, error)) from None
     try:
         answer = json.loads(body)
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
         raise ConfigurationError(f"{redact(url)} does not answer like a CallStore server")
-
-
-def with_slash(url: str) -> str:
-    """``url`` ending in ``/``, ready for a path to be appended."""
-    return url if url.endswith("/") else url + "/"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ..connect import CALL_STORE_PATH
 from ..dispatch import call_store
 from ..errors import Code, ConnectError, unavailable
+from ..reaching import rejected_token, server_url, unreachable
 from ..security.auth import Principal, is_valid_tenant
 from ..stores import Stores
 from ..types import Document
@@ -183,16 +184,21 @@ class RemoteCallStore:
 
     Uses the standard library (in a worker thread, bounded by a timeout) like
     ``client.check_store``: one POST at a time is all a CLI needs, not worth a
-    dependency. Connect errors come back as :class:`ConnectError` with their code.
+    dependency. Connect errors come back as :class:`ConnectError` with their code; a
+    refused token and an unreachable server as one line naming the fix
+    (:mod:`bridge_store.reaching`). ``url`` may be the viewer's address (``.../ui/``);
+    ``token_source`` says where the token was read, for that line.
     """
 
     url: str
     token: str = field(repr=False)
     timeout: float = REMOTE_TIMEOUT_SECONDS
+    token_source: str | None = None
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"the store URL must start with http:// or https://, not {self.url!r}")
+        self.url = server_url(self.url)
         self._endpoint = self.url.rstrip("/") + CALL_STORE_PATH
         # No proxies: the store is reached directly, as the bridge reaches it.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -215,10 +221,9 @@ class RemoteCallStore:
             with self._opener.open(request, timeout=self.timeout) as response:
                 body = json.loads(response.read())
         except urllib.error.HTTPError as error:
-            raise _connect_error(error) from None
+            raise remote_error(error, self.url, self.token_source) from None
         except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise unavailable(f"cannot reach the store at {redact(self.url)}: {reason}") from None
+            raise unavailable(unreachable(self.url, error)) from None
         except ValueError:
             raise unavailable(
                 f"{redact(self.url)} does not answer like a CallStore server"
@@ -227,9 +232,13 @@ class RemoteCallStore:
         return output if isinstance(output, dict) else None
 
 
-def _connect_error(error: urllib.error.HTTPError) -> ConnectError:
-    try:
-        body = json.loads(error.read(64 * 1024))
-        return ConnectError(Code(body["code"]), str(body.get("message", "")))
-    except (ValueError, KeyError, TypeError):
-        return unavailable(f"the store answered HTTP {error.code}")
+def remote_error(error: urllib.error.HTTPError, url: str, token_source: str | None) -> ConnectError:
+    """A server's error answer as a ConnectError; a refused token says what to give."""
+    with error:  # the answer's connection, closed whether or not its body is read
+        if error.code == 401:
+            return ConnectError(Code.UNAUTHENTICATED, rejected_token(url, token_source))
+        try:
+            body = json.loads(error.read(64 * 1024))
+            return ConnectError(Code(body["code"]), str(body.get("message", "")))
+        except (ValueError, KeyError, TypeError):
+            return unavailable(f"the store answered HTTP {error.code}")

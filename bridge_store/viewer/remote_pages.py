@@ -17,25 +17,30 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from ..errors import unavailable
+from ..reaching import server_url, unreachable
 from ..types import Document
 from ..urls import redact
-from .reader import REMOTE_TIMEOUT_SECONDS, HistoryReader, RemoteCallStore, _connect_error
+from .reader import REMOTE_TIMEOUT_SECONDS, HistoryReader, RemoteCallStore, remote_error
 
 
 @dataclass
 class RemotePages:
-    """The viewer's page data and Markdown export from a server, with a bearer token."""
+    """The viewer's page data and Markdown export from a server, with a bearer token
+    (read from ``token_source``, which a refusal names); ``url`` may be the viewer's."""
 
     url: str
     token: str = field(repr=False)
     timeout: float = REMOTE_TIMEOUT_SECONDS
+    token_source: str | None = None
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"the store URL must start with http:// or https://, not {self.url!r}")
+        self.url = server_url(self.url)
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         #: CallStore reads through the same server (events, to follow a run).
-        self.reader = HistoryReader(RemoteCallStore(self.url, self.token, self.timeout))
+        remote = RemoteCallStore(self.url, self.token, self.timeout, self.token_source)
+        self.reader = HistoryReader(remote)
 
     async def page(self, path: str, params: dict[str, str]) -> Document:
         """The data of the page at ``/ui/<path>`` with these parameters."""
@@ -69,7 +74,6 @@ class RemotePages:
             if error.code == 404 and "json" not in (error.headers.get("content-type") or ""):
                 no_viewer = f"{redact(self.url)} serves no viewer (/ui/): start it without --no-ui"
                 raise unavailable(no_viewer) from None
-            raise _connect_error(error) from None
+            raise remote_error(error, self.url, self.token_source) from None
         except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise unavailable(f"cannot reach the store at {redact(self.url)}: {reason}") from None
+            raise unavailable(unreachable(self.url, error)) from None

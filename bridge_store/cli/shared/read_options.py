@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -66,13 +66,22 @@ async def open_reader(args: argparse.Namespace) -> AsyncIterator[HistoryReader]:
         check_remote(args)
         token = read_auth_token(args.store_auth_token_file, dict(os.environ))
         try:
-            call = RemoteCallStore(args.store_callback_url, token)
+            call = RemoteCallStore(
+                args.store_callback_url, token, token_source=token_source(args, os.environ)
+            )
         except ValueError as error:
             raise ConfigurationError(str(error)) from None
         yield HistoryReader(call)
         return
     async with open_direct(args) as (reader, _, _, _):
         yield reader
+
+
+def token_source(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    """Where the server's token was read, as read_auth_token reads it (never the token)."""
+    if environ.get(TOKEN_ENV, "").strip():
+        return f"${TOKEN_ENV}"
+    return str(args.store_auth_token_file)
 
 
 def check_remote(args: argparse.Namespace) -> None:
@@ -169,7 +178,9 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
         check_remote(args)
         token = read_auth_token(args.store_auth_token_file, dict(os.environ))
         try:
-            remote = RemotePages(args.store_callback_url, token)
+            remote = RemotePages(
+                args.store_callback_url, token, token_source=token_source(args, os.environ)
+            )
         except ValueError as error:
             raise ConfigurationError(str(error)) from None
         yield remote
