@@ -8,6 +8,10 @@ history names those tenants and how to read them, to whoever holds the store its
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +19,13 @@ import httpx
 import pytest
 
 from bridge_store.app import create_app
+from bridge_store.cli.shared.program import this_program
 from bridge_store.client import start_sidecar
-from bridge_store.config import ServerConfig
+from bridge_store.client._process import START_TIMEOUT_SECONDS, StderrPump
+from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
+from bridge_store.security.tokens import TOKEN_ENV
 from bridge_store.stores import Routes, StoreStack
 from bridge_store.viewer.reader import HistoryReader
 from bridge_store.viewer.standalone import create_ui_app
@@ -81,6 +88,13 @@ def test_an_empty_store_shows_the_command_that_connects_a_bridge_here() -> None:
             f"bridge-store bridge --store-callback-url {base}/ --store-auth-token-file {TOKEN_FILE}"
         )
         assert data["welcome"]["command"] == command
+        # What a run needs, and the same command without it, offline.
+        assert data["welcome"]["runNote"].startswith(
+            "Agents and runs need a Cursor API key (CURSOR_API_KEY) and the Cursor API. "
+            "Without them, add --offline"
+        )
+        assert data["welcome"]["offlineCommand"] == f"{command} --offline"
+        assert f"<code>{command} --offline</code>" in html
         assert data["welcome"]["tenant"] == "default"
         assert "otherTenants" not in data["welcome"]
         assert f"<code>{command}</code>" in html
@@ -170,3 +184,69 @@ def test_a_hostile_host_header_never_reaches_the_page_as_markup() -> None:
             assert page.status_code == 200
             assert "<script>alert" not in page.text
             assert "onmouseover='alert" not in page.text
+
+
+def empty_page_command(argv: list[str], cwd: Path, path: str) -> str:
+    """The command an empty store's page shows, served by ``argv`` (serve's arguments
+    appended) in ``cwd`` with ``path`` as the PATH."""
+    environ = {**os.environ, "PATH": path}
+    environ.pop(TOKEN_ENV, None)
+    server = subprocess.Popen(
+        [*argv, "serve", "--port", "0", "--store", "memory://"],
+        cwd=cwd,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        ready = StderrPump(server.stderr, READY_PREFIX, None).wait_ready(START_TIMEOUT_SECONDS)
+        assert ready is not None, "serve printed no ready line"
+        url = json.loads(ready.removeprefix(READY_PREFIX))["url"]
+        token = (cwd / "bridge-store.token").read_text().strip()
+        data, _ = agents_page(url.rstrip("/"), token)
+    finally:
+        server.terminate()
+        server.wait(START_TIMEOUT_SECONDS)
+    command: str = data["welcome"]["command"]
+    return command
+
+
+def test_the_empty_page_prints_the_command_as_it_will_run(tmp_path: Path) -> None:
+    # After the README's install the venv is never activated: "bridge-store bridge"
+    # was not on the PATH. The page names the program the way it was started.
+    script = Path(sys.executable).with_name("bridge-store")
+    no_venv = "/usr/local/bin:/usr/bin:/bin"
+    token_file = tmp_path / "bridge-store.token"
+    by_path = empty_page_command([str(script)], tmp_path, no_venv)
+    assert by_path.startswith(f"{script} bridge --store-callback-url http://127.0.0.1:")
+    assert by_path.endswith(f" --store-auth-token-file {token_file}")
+    by_name = empty_page_command([str(script)], tmp_path, f"{script.parent}:{no_venv}")
+    assert by_name.startswith("bridge-store bridge --store-callback-url ")
+    by_module = empty_page_command([sys.executable, "-m", "bridge_store"], tmp_path, no_venv)
+    assert by_module.startswith(f"{sys.executable} -m bridge_store bridge --store-callback-url ")
+
+
+def test_a_program_under_the_working_directory_is_shown_from_there(tmp_path: Path) -> None:
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "bridge-store").touch(mode=0o755)
+    cwd = str(tmp_path)
+    shown = this_program(".venv/bin/bridge-store", environ={"PATH": "/usr/bin"}, cwd=cwd)
+    assert shown == ".venv/bin/bridge-store"
+    absolute = this_program(str(venv_bin / "bridge-store"), environ={"PATH": "/usr/bin"}, cwd=cwd)
+    assert absolute == ".venv/bin/bridge-store"
+    on_path = this_program(".venv/bin/bridge-store", environ={"PATH": str(venv_bin)}, cwd=cwd)
+    assert on_path == "bridge-store"
+    spaced = tmp_path / "my projects"
+    spaced.mkdir()
+    quoted = this_program(str(venv_bin / "bridge-store"), environ={}, cwd=str(spaced))
+    assert quoted == str(venv_bin / "bridge-store")
+    python = this_program(
+        "/x/bridge_store/__main__.py", executable=f"{spaced}/.venv/bin/python", cwd=str(spaced)
+    )
+    assert python == ".venv/bin/python -m bridge_store"
+    outside = this_program("/x/bridge_store/__main__.py", executable="/opt/py 3/python", cwd=cwd)
+    assert outside == "'/opt/py 3/python' -m bridge_store"

@@ -22,6 +22,13 @@ from ..types import Document
 #: Lists the tenants holding agents (``AgentStore.tenants``); None when not to be told.
 TenantLister = Callable[[], Awaitable[Sequence[str]]]
 
+#: What the bridge's agents and runs need, and how to try it without (``--offline``).
+RUN_NOTE = (
+    "Agents and runs need a Cursor API key (CURSOR_API_KEY) and the Cursor API. Without "
+    "them, add --offline: the bridge then talks to an offline stand-in for the Cursor API, "
+    "its agents are kept here all the same, and every run ends at once with an error "
+    "saying no model runs offline"
+)
 #: Where import-local puts history unless told otherwise (its --tenant).
 IMPORT_NOTE = (
     "history brought in by bridge-store import-local lands in tenant default unless it is "
@@ -38,11 +45,14 @@ def sole_holder(tokens: TokenRegistry) -> bool:
 @dataclass(frozen=True, slots=True)
 class BridgeHint:
     """Where a bridge finds this server's token: the one token's file, the variable
-    holding it, or a tokens file of named tokens. None of them is the token."""
+    holding it, or a tokens file of named tokens. None of them is the token.
+    ``program`` is how to run ``bridge-store`` where the server was started (its path
+    when the name is not on the PATH)."""
 
     token_file: str | None = None
     token_env: bool = False
     named_tokens: bool = False
+    program: str = "bridge-store"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +92,15 @@ class Welcome:
                     "--store-callback-url with the server's URL and token"
                 ),
             }
-        command = f"bridge-store bridge --store-callback-url {server_url}"
+        command = f"{hint.program} bridge --store-callback-url {server_url}"
         if hint.token_file is not None:
-            return {"command": f"{command} --store-auth-token-file {hint.token_file}"}
+            command += f" --store-auth-token-file {hint.token_file}"
+            return {"command": command, **self._runs(command)}
         if hint.named_tokens:
+            command += " --store-auth-token-file FILE"
             return {
-                "command": f"{command} --store-auth-token-file FILE",
+                "command": command,
+                **self._runs(command),
                 "connectNote": (
                     f"FILE holds a write token of tenant {self.tenant}; whoever keeps the "
                     f"tokens file makes one with: bridge-store token add NAME --tenant "
@@ -97,7 +110,13 @@ class Welcome:
         return {
             "command": command,
             "connectNote": f"with the server's token in ${TOKEN_ENV}, as the server has it",
+            **self._runs(command),
         }
+
+    @staticmethod
+    def _runs(command: str) -> Document:
+        """What a run needs, and the command without it."""
+        return {"runNote": RUN_NOTE, "offlineCommand": f"{command} --offline"}
 
     def _choose(self, example: str) -> str:
         if self.hint is None:

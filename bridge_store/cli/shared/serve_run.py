@@ -26,6 +26,7 @@ from ...viewer import UI_PATH
 from ...viewer.welcome import BridgeHint
 from ...wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .price_options import prices_from
+from .program import this_program
 from .serve_options import export_from, retention_from
 from .store_options import keyring_from, routes_from
 from .tls import uvicorn_tls
@@ -234,8 +235,10 @@ def _token_registry(
 def _bridge_hint(args: argparse.Namespace, environ: Mapping[str, str]) -> BridgeHint:
     """Where a bridge finds the token _token_registry chose (the viewer's empty page
     shows it): the tokens file, the environment, or the one token's file."""
+    program = this_program(environ=environ)
     if args.tokens_file or environ.get(TOKENS_FILE_ENV):
-        return BridgeHint(named_tokens=True)
+        return BridgeHint(named_tokens=True, program=program)
     if environ.get(TOKEN_ENV, "").strip():
-        return BridgeHint(token_env=True)
-    return BridgeHint(token_file=str(Path(args.auth_token_file or DEFAULT_TOKEN_FILE).absolute()))
+        return BridgeHint(token_env=True, program=program)
+    token_file = str(Path(args.auth_token_file or DEFAULT_TOKEN_FILE).absolute())
+    return BridgeHint(token_file=token_file, program=program)
