@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 #: The commands that run a server.
-SERVING = frozenset({"serve"})
+SERVING = frozenset({"serve", "demo"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

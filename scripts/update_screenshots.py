@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, ViewportSize, sync_playwright
 
 from bridge_store.config import READY_PREFIX
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "viewer-transcript.png"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 AGENT = "Fix the login redirect"
 #: The failing tool call the picture opens, among the turn's cards.
 OPENED_CALL = "run_terminal_cmd"
@@ -81,9 +81,7 @@ def main() -> int:
         try:
             token = Path(ready["authTokenFile"]).read_text(encoding="utf-8").strip()
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(
-                    executable_path=CHROMIUM, args=CHROMIUM_FLAGS
-                )
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
                 picture(browser.new_page(viewport=VIEWPORT), ready["viewerUrl"], token)
                 browser.close()
         finally:

@@ -2,7 +2,8 @@
 
 Throwaway services (free ports, Postgres databases and templates, Redis key prefixes,
 a moto S3 server: ``services``), a private Postgres primary and standby
-(``pg_cluster``), the stand-in Cursor API the real bridge talks to (``cursor_api``),
+(``pg_cluster``), the stand-in Cursor API the real bridge talks to (``cursor_api``, the
+product's own offline one under the suite's names),
 an ASGI app on uvicorn in a thread (``inprocess``), plain CallStore calls
 (``callstore``), append-load threads and their audit (``appenders``) and a Postgres
 round-trip counter (``round_trips``).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -96,12 +96,6 @@ def stored_agent(server: ServerProcess, agent_id: str) -> dict[str, Any] | None:
 
 def stored_runs(server: ServerProcess, agent_id: str) -> list[dict[str, Any]]:
     return server.client.list_all("runs", {"agentIds": [agent_id]})
-
-
-@pytest.fixture
-def cursor_api() -> Iterator[CursorApiStub]:
-    with CursorApiStub(refuse_runs_as_unauthenticated=True) as stub:
-        yield stub
 
 
 @pytest.mark.parametrize("version", TESTED_VERSIONS)

@@ -9,9 +9,11 @@ is left behind is checked by pid.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -44,9 +46,10 @@ from bridge_store.errors import ConfigurationError
 from bridge_store.security.auth import Scope
 from bridge_store.security.tokens import TOKEN_ENV, load_or_generate, read_auth_token
 from bridge_store.security.tokens_file import add_token
-from testkit.cursor_api import MODEL_ID, CursorApiStub
+from testkit.cursor_api import MODEL_ID, REFUSAL_MESSAGE, RUN_PATH, CursorApiStub
 from tests.support.fake_bridge import (
     WAIT_SECONDS,
+    BridgeCommand,
     FakeBridge,
     bridge_command,
     fake_command_env,
@@ -238,8 +241,6 @@ def memory_store() -> Iterator[Sidecar]:
 @contextmanager
 def closed_port() -> Iterator[str]:
     """A loopback URL where nothing accepts connections (the port stays bound, unused)."""
-    import socket
-
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         yield f"http://127.0.0.1:{unused.getsockname()[1]}/"
@@ -581,8 +582,113 @@ def test_bridge_command_shows_the_output_of_a_bridge_that_cannot_start(
     assert "bridge-store: cursor-sdk-bridge exited with status 3 before it was ready\n" in (
         result.stderr
     )
-    # Its last words passed through as it wrote them, once: not repeated in the error.
+    # Its last words passed through as it wrote them, once: not repeated in the error,
+    # and without the stack frames under them.
     assert result.stderr.count("boom") == 1
+    assert " at " not in result.stderr
+
+
+def test_bridge_command_refuses_an_address_the_bridge_cannot_take_in_one_line(
+    fake_bridge: FakeBridge,
+) -> None:
+    # The real bridge answered these with its error and 5 to 9 lines of Node stack
+    # trace, then bridge-store's summary.
+    env = fake_command_env(fake_bridge)
+    embedded = ["--store", "memory://", "--bridge-bin", str(fake_bridge.launcher)]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        taken = f"cannot listen on 127.0.0.1:{port} (Address already in use): another process"
+        cases = {
+            "--host 0.0.0.0: the bridge listens on loopback only (127.0.0.1, ::1 or "
+            "localhost); its clients run on this machine": ["--host", "0.0.0.0"],
+            f"{taken} holds the port; stop it or choose another --port": ["--port", str(port)],
+            f"{taken} holds the port; stop it or choose another --store-port": [
+                "--store-port", str(port),
+            ],
+        }  # fmt: skip
+        for message, args in cases.items():
+            result = run_bridge_command(*embedded, *args, env=env)
+            assert (result.returncode, result.stdout) == (2, ""), message
+            assert result.stderr == f"bridge-store: {message}\n"
+    assert not (fake_bridge.directory / "started.json").exists()
+
+
+def stderr_line(command: BridgeCommand, start: str) -> str:
+    """The first line of the command's stderr that starts with ``start``, once written."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        found = [line for line in list(command.stderr) if line.startswith(start)]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no line starting {start!r}:\n{''.join(command.stderr)}")
+
+
+def test_bridge_command_pins_the_embedded_store_s_port(fake_bridge: FakeBridge) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["--store", "memory://", "--store-port", str(port)]
+    with bridge_command(
+        *args, "--bridge-bin", str(fake_bridge.launcher), env=fake_command_env(fake_bridge)
+    ) as command:
+        ready = json.loads(stderr_line(command, READY_PREFIX).removeprefix(READY_PREFIX))
+        assert ready["url"] == f"http://127.0.0.1:{port}/"
+        assert fake_bridge.started()["argv"][1] == f"http://127.0.0.1:{port}/"
+    result = run_bridge_command(
+        "--store-callback-url",
+        STORE_URL,
+        "--store-port",
+        str(port),
+        env=fake_command_env(fake_bridge),
+    )
+    assert result.returncode == 2
+    assert "--store-port and the substore flags configure an embedded store" in result.stderr
+
+
+def test_bridge_command_says_in_one_line_when_the_cursor_api_cannot_be_reached(
+    fake_bridge: FakeBridge,
+) -> None:
+    args = ["--store", "memory://", "--bridge-bin", str(fake_bridge.launcher)]
+    with closed_port() as unreachable:
+        api = unreachable.rstrip("/")
+        env = fake_command_env(fake_bridge, CURSOR_BACKEND_URL=api)
+        with bridge_command(*args, env=env) as command:
+            line = stderr_line(command, "bridge-store: cannot reach the Cursor API")
+    assert line == (
+        f"bridge-store: cannot reach the Cursor API at {api} (Connection refused): agents "
+        "and runs need a Cursor API key (CURSOR_API_KEY) and the Cursor API; without them, "
+        "bridge-store bridge --offline keeps agents in the store and ends every run at once "
+        "with an error saying no model runs offline\n"
+    )
+    # An API that answers: nothing said.
+    with CursorApiStub() as api_up:
+        env = fake_command_env(fake_bridge, CURSOR_BACKEND_URL=api_up.url)
+        with bridge_command(*args, env=env) as command:
+            stderr_line(command, "bridge-store: history viewer at ")
+            time.sleep(1.0)
+            assert not [line for line in command.stderr if "Cursor API" in line]
+
+
+def test_bridge_command_offline_points_the_bridge_at_the_stand_in(
+    fake_bridge: FakeBridge,
+) -> None:
+    args = ["--store", "memory://", "--offline", "--bridge-bin", str(fake_bridge.launcher)]
+    # The variable the user has set is not the one the bridge gets offline.
+    env = fake_command_env(fake_bridge, CURSOR_BACKEND_URL="https://api.example")
+    with bridge_command(*args, env=env) as command:
+        line = stderr_line(command, "bridge-store: offline: ")
+        given = fake_bridge.started()["env"]["CURSOR_BACKEND_URL"]
+        assert given.startswith("http://127.0.0.1:")
+        models = httpx.get(f"{given}/v1/models", timeout=WAIT_SECONDS).json()
+        assert models["items"][0]["id"] == "composer-2"
+    assert "no model runs offline" in line
+    assert not [line for line in command.stderr if "cannot reach the Cursor API" in line]
+    # Stopped with the bridge.
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{given}/v1/models", timeout=5)
 
 
 # -- the sidecar ----------------------------------------------------------------------
@@ -677,3 +783,53 @@ def test_bridge_command_runs_the_real_bridge_on_an_embedded_store(
         stored = StoreHttpClient(again.url, again.auth_token)
         assert stored.call("agents", "get", {"agentId": agent.agent_id})["name"] == "via cli"
         stored.close()
+
+
+@pytest.mark.bridge
+def test_the_offline_bridge_runs_an_agent_with_no_key_and_no_network(tmp_path: Path) -> None:
+    # No key, no Cursor API: `bridge --offline` brings its own stand-in, whose refusal
+    # says why the run ended, in the run's own error.
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {**without_store_token(), "HOME": str(tmp_path)}
+    for name in ("CURSOR_SDK_BRIDGE_BIN", "CURSOR_BACKEND_URL", "CURSOR_API_KEY"):
+        env.pop(name, None)
+    store = f"sqlite:///{tmp_path / 'agents.db'}"
+    args = ["--offline", "--store", store, "--workspace", str(project)]
+    with bridge_command(*args, env=env) as command:
+        endpoint = cursor_sdk.BridgeEndpoint.from_discovery(command.discovery)
+        with cursor_sdk.Client(endpoint, allow_api_key_env_fallback=True) as client:
+            agent = client.agents.create(
+                model=MODEL_ID, api_key="any", name="offline", local=local_options(project)
+            )
+            result = agent.send("hello").wait()
+        command.process.send_signal(signal.SIGTERM)
+        assert command.process.wait(WAIT_SECONDS) == 0
+    assert result.status == "error"
+    assert result.error_message == f"[unauthenticated] {REFUSAL_MESSAGE}"
+    with start_sidecar(store) as again:
+        stored = StoreHttpClient(again.url, again.auth_token)
+        (run,) = stored.list_all("runs", {"agentIds": [agent.agent_id]})
+        assert (run["status"], run["error"]) == ("error", f"[unauthenticated] {REFUSAL_MESSAGE}")
+        stored.close()
+
+
+@pytest.mark.bridge
+def test_launch_offline_gives_agents_a_key_the_stand_in_takes(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    with launch(
+        f"sqlite:///{tmp_path / 'agents.db'}",
+        workspace=project,
+        offline=True,
+        env={"HOME": str(tmp_path)},
+    ) as session:
+        assert session.offline_api is not None
+        agent = session.client.agents.create(session.agent_options(model=MODEL_ID, name="py"))
+        result = agent.send("hello").wait()
+        assert result.status == "error"
+        assert REFUSAL_MESSAGE in (result.error_message or "")
+        assert RUN_PATH in session.offline_api.paths()
+        api_url = session.offline_api.url
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{api_url}/v1/models", timeout=5)

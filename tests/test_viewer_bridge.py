@@ -1,5 +1,6 @@
 """The viewer and the CLI on a run the real bridge made (offline: the stand-in Cursor
-API refuses the model call, so the run holds a request and two status changes)."""
+API refuses the model call, saying why, so the run holds a request and two status
+changes)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import httpx
 import pytest
 
 from bridge_store.client import launch_bridge, local_options
-from testkit.cursor_api import MODEL_ID, CursorApiStub
+from testkit.cursor_api import MODEL_ID, REFUSAL_MESSAGE, CursorApiStub
 from tests.support.server import serve
 
 pytestmark = [pytest.mark.bridge, pytest.mark.slow]
@@ -64,11 +65,11 @@ def test_a_real_bridge_run_in_the_viewer_and_the_cli(tmp_path: Path) -> None:
         blocks = transcript["blocks"]
         assert [b["kind"] for b in blocks] == ["request", "status", "status"]
         assert [b["status"] for b in blocks[1:]] == ["RUNNING", "ERROR"]
-        assert "permission_denied" in blocks[2]["message"]
+        assert blocks[2]["message"] == f"[unauthenticated] {REFUSAL_MESSAGE}"
         assert transcript["live"] is False
         html = httpx.get(f"{ui}/run?agent={agent.agent_id}&id={result.id}", headers=headers).text
         assert "ERROR" in html
-        assert "permission_denied" in html
+        assert "no model runs offline" in html
 
         token_file = tmp_path / "token"
         token_file.write_text(server.token)
@@ -93,4 +94,4 @@ def test_a_real_bridge_run_in_the_viewer_and_the_cli(tmp_path: Path) -> None:
         assert lines[0].startswith("request ")
         assert lines[1] == "status RUNNING"
         assert lines[2].startswith("status ERROR: ")
-        assert "permission_denied" in lines[2]
+        assert lines[2] == f"status ERROR: [unauthenticated] {REFUSAL_MESSAGE}"

@@ -12,9 +12,12 @@ from types import FrameType
 from typing import TextIO
 
 from ..client import BRIDGE_BIN_ENV, Session, launch
+from ..client.bridge import check_address
+from ..client.cursor_api import RUN_NEEDS, CursorApiLook, api_url
 from ..client.viewer_access import embedded_token_file
 from ..errors import ConfigurationError
 from ..security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, read_auth_token
+from ..urls import redact
 from .shared.store_options import STORE_FLAG_ENV, add_store_arguments
 
 
@@ -30,10 +33,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "bridge's discovery JSON as one line on stdout. On stderr: the bridge's own "
             "output ('cursor-sdk-bridge ready {JSON}' and the rest), and a line naming the "
             "embedded store's history viewer and the file holding its token. SIGTERM or "
-            "SIGINT stops the bridge, then the store."
+            "SIGINT stops the bridge, then the store. Agents and runs need a Cursor API key "
+            "(CURSOR_API_KEY) and the Cursor API, which is looked for once at start (a line "
+            "says when it cannot be reached); --offline needs neither."
         ),
     )
     add_store_arguments(bridge, "embedded store")
+    bridge.add_argument(
+        "--store-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help="the embedded store's loopback port (default: any free one)",
+    )
     bridge.add_argument(
         "--auth-token-file",
         metavar="PATH",
@@ -89,6 +101,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     options.add_argument("--verbose", action="store_true", help="the bridge logs every RPC")
     options.add_argument(
+        "--offline",
+        action="store_true",
+        help=(
+            "no Cursor API key, no network: the bridge talks to bridge-store's offline "
+            "stand-in for the Cursor API (on a loopback port), so agents are created, kept, "
+            "listed, resumed and deleted, and every run ends at once with an error saying "
+            "no model runs offline"
+        ),
+    )
+    options.add_argument(
         "bridge_args",
         nargs="*",
         metavar="-- BRIDGE_ARG",
@@ -99,9 +121,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     # Only flags given here go to the embedded store; it reads the environment itself.
     given = {name: getattr(args, name) for name in STORE_FLAG_ENV}
-    if args.store_callback_url is not None and any(given.values()):
+    if args.store_callback_url is not None and (any(given.values()) or args.store_port):
         raise ConfigurationError(
-            "--store and the substore flags configure an embedded store; "
+            "--store, --store-port and the substore flags configure an embedded store; "
             "--store-callback-url uses a running one"
         )
     return bridge_main(
@@ -117,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         workspace=args.workspace,
         state_root=args.state_root,
         verbose=args.verbose,
+        offline=args.offline,
+        store_port=args.store_port,
     )
 
 
@@ -161,6 +185,8 @@ def bridge_main(
     workspace: str | None = None,
     state_root: str | None = None,
     verbose: bool = False,
+    offline: bool = False,
+    store_port: int = 0,
     environ: Mapping[str, str] | None = None,
     stdout: TextIO | None = None,
 ) -> int:
@@ -176,6 +202,11 @@ def bridge_main(
     """
     environ = os.environ if environ is None else environ
     stdout = sys.stdout if stdout is None else stdout
+    # Addresses the bridge or the store could not listen on: one line, nothing started.
+    check_address(host, port, ("--host", "--port"))
+    check_address(None, store_port, ("--host", "--store-port"))
+    # The Cursor API is looked for while the pair starts (offline, there is none).
+    api_look = None if offline else CursorApiLook(api_url(environ))
     token: str | None = None
     token_file: str | None = None
     if store_callback_url is not None:
@@ -220,6 +251,8 @@ def bridge_main(
             state_root=state_root,
             verbose=verbose,
             echo=sys.stderr,
+            offline=offline,
+            store_port=store_port,
         )
         stop.armed = True
         if stop.requested:
@@ -227,6 +260,11 @@ def bridge_main(
         print(json.dumps(session.bridge.ready, separators=(",", ":")), file=stdout, flush=True)
         if session.viewer_url is not None:
             print(f"bridge-store: {viewer_line(session)}", file=sys.stderr, flush=True)
+        if offline:
+            print(f"bridge-store: {OFFLINE_LINE}", file=sys.stderr, flush=True)
+        elif api_look is not None and (reason := api_look.reason()) is not None:
+            line = f"cannot reach the Cursor API at {redact(api_look.url)} ({reason}): {RUN_NEEDS}"
+            print(f"bridge-store: {line}", file=sys.stderr, flush=True)
         session.wait()
         print(f"bridge-store: {session.failure}", file=sys.stderr, flush=True)
         status = session.bridge.process.poll()
@@ -241,6 +279,14 @@ def bridge_main(
             session.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+#: What --offline means, said once the bridge is up.
+OFFLINE_LINE = (
+    "offline: the bridge talks to bridge-store's stand-in for the Cursor API; agents are "
+    "kept in the store, and every run ends at once with an error saying no model runs "
+    "offline"
+)
 
 
 def viewer_line(session: Session) -> str:

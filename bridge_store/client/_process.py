@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import IO, Any, ClassVar, Self, TextIO
+from typing import IO, Any, ClassVar, Protocol, Self
 
 from ..errors import BackendUnreachable, ConfigurationError
 
@@ -29,6 +29,14 @@ TAIL_LINES = 200
 START_TIMEOUT_SECONDS = 60.0
 
 
+class Echo(Protocol):
+    """Where a child's stderr lines are passed on: a text stream, or a filter before one."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class StderrPump:
     """Reads a child's stderr for its whole life, so a chatty child never blocks.
 
@@ -36,7 +44,7 @@ class StderrPump:
     lines for error messages; ``echo`` gets every line as it arrives.
     """
 
-    def __init__(self, stream: IO[str], prefix: str, echo: TextIO | None) -> None:
+    def __init__(self, stream: IO[str], prefix: str, echo: Echo | None) -> None:
         self._prefix = prefix
         self._echo = echo
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -176,7 +184,7 @@ def start(
     argv: Sequence[str],
     env: Mapping[str, str],
     prefix: str,
-    echo: TextIO | None,
+    echo: Echo | None,
     timeout: float,
     what: str,
     stop_timeout: float,

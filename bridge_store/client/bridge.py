@@ -9,8 +9,12 @@ starts it and waits for its ready line (its discovery JSON).
 from __future__ import annotations
 
 import contextlib
+import errno
+import ipaddress
 import json
 import os
+import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigurationError
 from ..reaching import server_url
-from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start, stop
+from ._process import START_TIMEOUT_SECONDS, Echo, ReadyProcess, start, stop
 from .trust import node_trust, remove_bundle
 
 if TYPE_CHECKING:
@@ -146,6 +150,62 @@ def _remove_token_file(value: Any) -> None:
         path.parent.rmdir()
 
 
+def check_address(host: str | None, port: int | None, flags: tuple[str, str]) -> None:
+    """ConfigurationError, in one line, for an address the bridge would refuse or fail
+    to listen on: a host that is not loopback, a port another process holds. Found
+    before the bridge starts, it never gets to print a Node stack trace about it.
+    ``flags`` name the host and the port to the user (``--host``, ``--port``)."""
+    shown_host = host or "127.0.0.1"
+    if host is not None and host != "localhost":
+        try:
+            loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ConfigurationError(
+                f"{flags[0]} {host}: the bridge listens on loopback only (127.0.0.1, ::1 or "
+                "localhost); its clients run on this machine"
+            )
+    if not port:
+        return
+    try:
+        info = socket.getaddrinfo(shown_host, port, type=socket.SOCK_STREAM)
+        with socket.socket(info[0][0], socket.SOCK_STREAM) as probe:
+            # As Node listens: a port left in TIME_WAIT is free to it.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(info[0][4])
+    except OSError as error:
+        fix = {
+            errno.EADDRINUSE: (
+                f"another process holds the port; stop it or choose another {flags[1]}"
+            ),
+            errno.EACCES: f"this user may not bind that port; choose {flags[1]} 1024 or above",
+        }.get(error.errno or 0, f"check {flags[0]}")
+        raise ConfigurationError(
+            f"cannot listen on {shown_host}:{port} ({error.strerror or error}): {fix}"
+        ) from None
+
+
+#: A line of a Node stack trace (``    at main (file:///...)``): the bridge prints them
+#: under an error it also says in one line, so they are not passed on.
+NODE_STACK_FRAME = re.compile(r"^\s+at \S")
+
+
+class WithoutStackFrames:
+    """Passes the bridge's stderr lines on to ``target``, less Node's stack frames."""
+
+    def __init__(self, target: Echo) -> None:
+        self._target = target
+
+    def write(self, line: str) -> int:
+        if NODE_STACK_FRAME.match(line):
+            return len(line)
+        return self._target.write(line)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
 def bridge_argv(
     store_url: str,
     auth_token: str,
@@ -228,6 +288,7 @@ def launch_bridge(
     certificate, which the bridge then trusts (as ``NODE_EXTRA_CA_CERTS``).
     """
     store_url = server_url(store_url)
+    check_address(host, port, ("host", "port"))
     argv = bridge_argv(
         store_url,
         auth_token,
@@ -247,7 +308,7 @@ def launch_bridge(
             argv,
             bridge_environment(env),
             BRIDGE_READY_PREFIX,
-            echo,
+            None if echo is None else WithoutStackFrames(echo),
             timeout,
             "cursor-sdk-bridge",
             STOP_TIMEOUT_SECONDS,

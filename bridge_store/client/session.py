@@ -20,9 +20,12 @@ from .bridge import (
     STOP_TIMEOUT_SECONDS,
     BridgeProcess,
     bridge_path,
+    check_address,
     launch_bridge,
     local_options,
 )
+from .offline_api import API_KEY as OFFLINE_API_KEY
+from .offline_api import BACKEND_URL_ENV, OfflineCursorApi
 from .store import Sidecar, check_store, start_sidecar
 from .viewer_access import embedded_token_file, token_from_file
 
@@ -54,8 +57,11 @@ class Session:
         workspace: str,
         store_ca_file: str | os.PathLike[str] | None = None,
         auth_token_file: Path | None = None,
+        offline_api: OfflineCursorApi | None = None,
     ) -> None:
         self.bridge = bridge
+        #: The offline stand-in for the Cursor API the bridge talks to, if offline.
+        self.offline_api = offline_api
         #: The store server this session started, or None when it uses an existing one.
         self.sidecar = sidecar
         self.store_url = store_url
@@ -105,7 +111,10 @@ class Session:
         """Agent options (``model``, ``api_key`` ...) with ``local`` set for the store.
 
         A ``local`` given here is kept, but its ``store`` is always the custom one.
+        Offline, ``api_key`` defaults to one the stand-in takes (any would do).
         """
+        if self.offline_api is not None:
+            options.setdefault("api_key", OFFLINE_API_KEY)
         given = dict(options.pop("local", None) or {})
         return {**options, "local": {"cwd": self.workspace, **given, "store": dict(LOCAL_STORE)}}
 
@@ -142,7 +151,8 @@ class Session:
             raise SessionError(failure)
 
     def close(self) -> None:
-        """Stop the bridge, then the store if this session started it. Idempotent."""
+        """Stop the bridge, then the store if this session started it (and the offline
+        Cursor API). Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -156,6 +166,8 @@ class Session:
             finally:
                 if self.sidecar is not None:
                     self.sidecar.close()
+                if self.offline_api is not None:
+                    self.offline_api.close()
 
     def __enter__(self) -> Session:
         return self
@@ -226,6 +238,8 @@ def launch(
     env: Mapping[str, str] | None = None,
     echo: TextIO | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
+    offline: bool = False,
+    store_port: int = 0,
 ) -> Session:
     """Start a store server and the bridge on it; returns the running :class:`Session`.
 
@@ -246,10 +260,18 @@ def launch(
     ``bridge_command`` replaces the launcher (default ``$CURSOR_SDK_BRIDGE_BIN``, else
     the one in the installed ``cursor-sdk``); ``bridge_args`` are added to its command
     line. ``env`` adds to what both children inherit (store secrets never reach the
-    bridge); ``echo`` receives both children's stderr lines.
+    bridge); ``echo`` receives both children's stderr lines. ``store_port`` pins the
+    embedded store's port (default: a free one).
+
+    ``offline`` points the bridge at an offline stand-in for the Cursor API
+    (:mod:`.offline_api`, on a loopback port, stopped with the session): agents are
+    created, kept, listed, resumed and deleted with no key and no network, and every
+    run ends at once with status ``error`` and an error saying no model runs offline.
     """
     workspace = os.fspath(workspace if workspace is not None else os.getcwd())
     command = list(bridge_command) if bridge_command is not None else [bridge_path()]
+    # Before anything starts: an address the bridge would refuse is one line now.
+    check_address(host, port, ("host", "port"))
     sidecar: Sidecar | None = None
     if auth_token is not None and auth_token_file is not None:
         raise ConfigurationError("give the store's token as auth_token or auth_token_file")
@@ -262,8 +284,10 @@ def launch(
                 "an existing store (store_url) needs its auth_token or auth_token_file"
             )
         embedded = (store, agents, runs, run_events, checkpoints)
-        if any(url is not None for url in embedded):
-            raise ConfigurationError("store URLs configure an embedded store, not store_url")
+        if any(url is not None for url in embedded) or store_port:
+            raise ConfigurationError(
+                "store URLs and store_port configure an embedded store, not store_url"
+            )
         check_store(store_url, auth_token, ca_file=store_ca_file)
         token = auth_token
     else:
@@ -290,6 +314,7 @@ def launch(
             auth_token=auth_token,
             # The server reads the file too, and its viewer names it.
             auth_token_file=token_file if unsaved is None else None,
+            port=store_port,
             env=env,
             echo=echo,
             timeout=timeout,
@@ -298,6 +323,9 @@ def launch(
             sidecar.close()
             raise unsaved
         store_url, token = sidecar.url, sidecar.auth_token
+    offline_api = OfflineCursorApi().start() if offline else None
+    if offline_api is not None:
+        env = {**(env or {}), BACKEND_URL_ENV: offline_api.url}
     try:
         bridge = launch_bridge(
             store_url,
@@ -317,6 +345,8 @@ def launch(
     except BaseException:
         if sidecar is not None:
             sidecar.close()
+        if offline_api is not None:
+            offline_api.close()
         raise
     return Session(
         bridge,
@@ -326,4 +356,5 @@ def launch(
         workspace=workspace,
         store_ca_file=store_ca_file,
         auth_token_file=token_file,
+        offline_api=offline_api,
     )

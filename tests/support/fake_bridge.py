@@ -49,7 +49,10 @@ signal.signal(signal.SIGUSR1, lambda signum, frame: sys.exit(5))
 (record / "handling").write_text("")
 print("fake bridge starting", file=sys.stderr, flush=True)
 if mode == "crash":
+    # As Node reports an error: one line, then its stack frames.
     print("boom", file=sys.stderr, flush=True)
+    print("    at main (file:///bridge/dist/bin/cursor-sdk-bridge.js:59:26)", file=sys.stderr)
+    print("    at async node:internal/modules/run_main:101:5", file=sys.stderr, flush=True)
     sys.exit(3)
 if mode == "garbage":
     print("cursor-sdk-bridge ready {not json", file=sys.stderr, flush=True)
