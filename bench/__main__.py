@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "http-limits": ("http_limits", "abusive HTTP clients: huge or slow heads, idle floods"),
     "copy": ("copy", "bridge-store copy of a large SQLite store into Postgres: items/s, peak RSS"),
     "retention": ("retention", "prune (dry run and real) and gc over a seeded store"),
+    "demo-fill": ("demo_fill", "bridge-store demo's sample generated and written: seconds"),
     "import-local": (
         "import_local",
         "import-local of a large built-in SQLite store: items/s and peak RSS",

@@ -68,7 +68,7 @@ def test_the_readme_layout_names_modules_that_exist() -> None:
     assert "connect.py" in named
     homes = [ROOT, ROOT / "bridge_store", ROOT / "bench", ROOT / "testkit"]
     homes += sorted((ROOT / "backends").iterdir())
-    homes += [ROOT / "bridge_store" / layer for layer in ("wire", "security", "ops")]
+    homes += [ROOT / "bridge_store" / layer for layer in ("wire", "security", "ops", "client")]
     for name in named:
         assert any((home / name).exists() for home in homes), f"{name} is not in the tree"
 

@@ -1,29 +1,34 @@
-"""Follow the README's first minute literally: from its first command to an agent on screen.
+"""Follow the README's first minute literally: from its first command to a populated viewer.
 
 Run as ``python -m tests.support.first_minute CLONE WHEELHOUSE WORKDIR`` (by
 ``tests/test_first_minute.py``, in a network namespace of its own so the README's
-fixed port, 8787, is always free). The README's shell blocks are taken from the
-README itself, as tests/test_readme.py reads them, so the two cannot drift:
+fixed ports, 8787 and 8788, are always free). The README's shell blocks and inline
+commands are taken from the README itself, as tests/test_readme.py reads them, so
+the two cannot drift:
 
-1. the quick start's first block (install, then ``bridge-store serve``) runs in the
+1. the first minute's first block (install, then ``bridge-store demo``) runs in the
    background until its ready line;
-2. the first minute's first block (the token, then ``python3 -m webbrowser``) runs;
-   ``$BROWSER`` is a script that records the address, which Chromium then opens, and
-   the token the block printed signs in;
-3. the empty store's page must show the command that connects a bridge here, and pass
-   axe-core's WCAG 2 A/AA checks (their time is not counted);
-4. the first minute's second block (``launch()`` a bridge and an agent) runs, with the
-   real bridge on the stand-in Cursor API (``CURSOR_BACKEND_URL``);
-5. the viewer, reloaded, must show the agent the README names;
-6. after the clock stops, the README's ``bridge-store bridge --store sqlite:///...``
-   line (quoted inline in the first minute's section) runs literally, with the
-   install's ``bin`` on the PATH: it must print the bridge's discovery JSON and the
-   line naming its store's viewer and token file, a 0600 file beside the database
-   whose token signs in to that viewer.
+2. its second block (the token, then ``python3 -m webbrowser``) runs; ``$BROWSER`` is
+   a script that records the address, which Chromium then opens, and the token the
+   block printed signs in; the clock stops when the sample team's agents are on
+   screen, which must pass axe-core's WCAG 2 A/AA checks (their time not counted);
+3. the inline ``.venv/bin/bridge-store agents ...`` line prints the same agents;
+4. "Connect your own bridge": its block (``launch()`` a bridge and an agent on the
+   demo's server) runs, with the real bridge on the stand-in Cursor API
+   (``CURSOR_BACKEND_URL``); the viewer, reloaded, must show the agent the README
+   names, created by the token's person;
+5. the quick start's first block (install, then ``bridge-store serve``) runs until its
+   ready line: its empty page must show the command that connects a bridge, as it
+   will run (``.venv/bin/bridge-store bridge ...``), and the same with ``--offline``;
+6. the inline ``.venv/bin/bridge-store bridge --offline ...`` line runs literally with
+   no Cursor key and no ``CURSOR_BACKEND_URL``: it must print the bridge's discovery
+   JSON and the line naming its store's viewer and token file (a 0600 file beside the
+   database whose token signs in to that viewer); an agent made through the discovery
+   JSON runs, and its run ends with the offline stand-in's error.
 
 ``pip`` installs from a local wheelhouse (``PIP_NO_INDEX``, ``PIP_FIND_LINKS``): the
 package index's speed is not the README's to answer for. The seconds from the first
-command to the agent on screen, and each step's, are written as JSON to
+command to the populated viewer, and each step's, are written as JSON to
 ``WORKDIR/result.json``.
 """
 
@@ -43,11 +48,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import cursor_sdk
 import httpx
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bridge_store.config import READY_PREFIX
-from testkit.cursor_api import CursorApiStub
+from testkit.cursor_api import MODEL_ID, CursorApiStub
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
@@ -57,6 +63,10 @@ STEP_TIMEOUT_SECONDS = 300.0
 UI_TIMEOUT_MS = 60_000
 #: Stands for the reader's Cursor API key; the stand-in API takes any.
 API_KEY = "key-of-the-first-minute"
+#: An agent of the demo's sample team (bridge_store/demo), in the tenant the README's
+#: token signs in to, and who that token is.
+DEMO_AGENT = "Fix the login redirect"
+DEMO_PERSON = "alice"
 #: axe-core, where scripts/ensure-browser puts it (as tests/test_viewer_browser.py finds it).
 AXE = (
     Path(
@@ -136,13 +146,15 @@ def _pump(stream: IO[str], into: Path, ready: list[str], seen: threading.Event) 
 
 
 @contextmanager
-def serving(command: str, clone: Path, env: dict[str, str], logs: Path) -> Iterator[dict[str, Any]]:
-    """The quick start's command in the background until its ready line; stopped after."""
+def serving(
+    command: str, clone: Path, env: dict[str, str], logs: Path, name: str
+) -> Iterator[dict[str, Any]]:
+    """A README command that serves, in the background until its ready line; stopped after."""
     process = subprocess.Popen(
         ["bash", "-e", "-c", command],
         cwd=clone,
         env=env,
-        stdout=(logs / "serve.out").open("w"),
+        stdout=(logs / f"{name}.out").open("w"),
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # bash and serve behind it stop together
@@ -151,12 +163,12 @@ def serving(command: str, clone: Path, env: dict[str, str], logs: Path) -> Itera
     ready: list[str] = []
     seen = threading.Event()
     threading.Thread(
-        target=_pump, args=(process.stderr, logs / "serve.err", ready, seen), daemon=True
+        target=_pump, args=(process.stderr, logs / f"{name}.err", ready, seen), daemon=True
     ).start()
     try:
         if not seen.wait(STEP_TIMEOUT_SECONDS) or not ready:
             raise AssertionError(
-                f"the quick start's command printed no ready line:\n{tail(logs / 'serve.err')}"
+                f"{command!r} printed no ready line:\n{tail(logs / f'{name}.err')}"
             )
         yield json.loads(ready[0].removeprefix(READY_PREFIX))
     finally:
@@ -196,24 +208,39 @@ VIEWER_LINE = re.compile(
 )
 
 
-def inline_bridge_command(text: str) -> str:
-    """The ``bridge-store bridge ...`` line the first minute's section quotes inline."""
-    quoted = re.findall(r"`(bridge-store bridge [^`]+)`", text, re.S)
-    (command,) = (" ".join(found.split()) for found in quoted)
+def inline_command(text: str, subcommand: str) -> str:
+    """The ``.venv/bin/bridge-store SUBCOMMAND ...`` line ``text`` quotes inline."""
+    quoted = re.findall(r"`(\.venv/bin/bridge-store [^`]+)`", text, re.S)
+    (command,) = (
+        " ".join(found.split())
+        for found in quoted
+        if found.split()[1:2] == [subcommand] and len(found.split()) > 2
+    )
     return command
 
 
-def run_inline_bridge(command: str, clone: Path, env: dict[str, str], logs: Path) -> dict[str, Any]:
-    """The README's bridge line, as typed in a shell that has the install on its PATH,
-    until its discovery JSON and viewer line; then SIGTERM, which must end it cleanly."""
+def offline_env(env: dict[str, str]) -> dict[str, str]:
+    """The reader's shell with no Cursor key and no Cursor API of the suite's."""
+    return {
+        name: value
+        for name, value in env.items()
+        if name not in ("CURSOR_API_KEY", "CURSOR_BACKEND_URL")
+    }
+
+
+def run_offline_bridge(
+    command: str, clone: Path, env: dict[str, str], logs: Path
+) -> dict[str, Any]:
+    """The README's offline bridge line, as typed in the clone, until its discovery JSON
+    and viewer line; an agent made and run through the discovery JSON; then SIGTERM,
+    which must end it cleanly."""
     workspace = re.search(r"--workspace (\S+)", command)
     if workspace is not None:  # the reader's project: any directory of theirs
         Path(workspace.group(1).replace("~", env["HOME"], 1)).mkdir(parents=True, exist_ok=True)
-    shell_env = {**env, "PATH": f"{clone / '.venv' / 'bin'}:{env['PATH']}"}
     process = subprocess.Popen(
         ["bash", "-e", "-c", f"exec {command}"],
         cwd=clone,
-        env=shell_env,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -222,6 +249,7 @@ def run_inline_bridge(command: str, clone: Path, env: dict[str, str], logs: Path
     assert process.stdout is not None
     assert process.stderr is not None
     lines: list[str] = []
+    errors: list[str] = []
     found: list[re.Match[str]] = []
     seen = threading.Event()
 
@@ -229,6 +257,8 @@ def run_inline_bridge(command: str, clone: Path, env: dict[str, str], logs: Path
         with (logs / "bridge-command.err").open("w") as log:
             for line in stream:
                 log.write(line)
+                log.flush()
+                errors.append(line)
                 match = VIEWER_LINE.match(line.rstrip("\n"))
                 if match is not None and not found:
                     found.append(match)
@@ -259,13 +289,21 @@ def run_inline_bridge(command: str, clone: Path, env: dict[str, str], logs: Path
         signed_in = httpx.get(
             viewer_url + "?format=json", headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
+        discovery = json.loads(lines[0])
+        # What a Connect client does with the discovery JSON, with no key of its own.
+        endpoint = cursor_sdk.BridgeEndpoint.from_discovery(discovery)
+        with cursor_sdk.Client(endpoint, allow_api_key_env_fallback=True) as client:
+            agent = client.agents.create(model=MODEL_ID, api_key="offline", name="offline")
+            run = agent.send("hello").wait()
         result = {
-            "discovery": json.loads(lines[0]),
+            "discovery": discovery,
             "viewerUrl": viewer_url,
             "tokenFile": str(token_path),
             "tokenFileMode": oct(stat.S_IMODE(token_path.stat().st_mode)),
             "viewerStatus": signed_in.status_code,
-            "tokenShown": token in "".join(lines) + tail(logs / "bridge-command.err", 10_000),
+            "offlineLine": any(line.startswith("bridge-store: offline: ") for line in errors),
+            "runStatus": run.status,
+            "runError": run.error_message,
         }
     finally:
         if process.poll() is None:
@@ -273,7 +311,40 @@ def run_inline_bridge(command: str, clone: Path, env: dict[str, str], logs: Path
         result_code = process.wait(STEP_TIMEOUT_SECONDS)
     for thread in threads:
         thread.join(STEP_TIMEOUT_SECONDS)
-    return {**result, "exitCode": result_code}
+    shown = "".join(lines) + tail(logs / "bridge-command.err", 10_000)
+    return {**result, "tokenShown": token in shown, "exitCode": result_code}
+
+
+def sign_in(browser: Browser, address: str, token: str) -> Page:
+    page = browser.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    page.goto(address)
+    # The address the README opens lands on the viewer, which asks for the token.
+    page.get_by_label("Store token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    return page
+
+
+def empty_store(
+    serve_command: str,
+    clone: Path,
+    env: dict[str, str],
+    logs: Path,
+    browser: Browser,
+    workdir: Path,
+) -> dict[str, Any]:
+    """The quick start's server, up to its empty page: the commands it shows."""
+    with serving(serve_command, clone, env, logs, "serve") as ready:
+        token = (clone / "bridge-store.token").read_text().strip()
+        page = sign_in(browser, ready["viewerUrl"], token)
+        expect(
+            page.get_by_role("heading", name="No agents to show in tenant default")
+        ).to_be_visible()
+        commands = page.locator("section.welcome pre code").all_text_contents()
+        page.screenshot(path=str(workdir / "empty-store.png"), full_page=True)
+        violations = accessibility_violations(page)
+        page.close()
+    return {"url": ready["url"], "commands": commands, "violations": violations}
 
 
 def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
@@ -283,8 +354,9 @@ def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
     )
     assert test_command == "./scripts/test"  # the suite itself, which runs this
     first_minute = section(readme, first_minute_heading(readme))
-    open_viewer, run_bridge = shell_blocks(first_minute)
-    bridge_line = inline_bridge_command(first_minute)
+    demo_command, open_viewer, run_bridge = (block.strip() for block in shell_blocks(first_minute))
+    agents_line = inline_command(first_minute, "agents")
+    bridge_line = inline_command(first_minute, "bridge")
     (agent_name,) = re.findall(r'name="([^"]+)"', run_bridge)
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
@@ -293,47 +365,44 @@ def follow(clone: Path, wheelhouse: Path, workdir: Path) -> dict[str, Any]:
         env = environment(workdir, wheelhouse, api.url)
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         started = time.monotonic()
-        with serving(serve_command, clone, env, logs) as ready:
-            steps["installed and serving"] = time.monotonic() - started
+        with serving(demo_command, clone, env, logs, "demo") as ready:
+            steps["installed and serving the demo"] = time.monotonic() - started
             printed = run_block(open_viewer, clone, env, logs, "open-the-viewer")
             token = printed.splitlines()[0].strip()
             (address,) = (workdir / "opened").read_text().split()
-            page = browser.new_page()
-            page.set_default_timeout(UI_TIMEOUT_MS)
-            page.goto(address)
-            # The address the README opens lands on the viewer, which asks for the token.
-            page.get_by_label("Store token").fill(token)
-            page.get_by_role("button", name="Sign in").click()
-            expect(
-                page.get_by_role("heading", name="No agents to show in tenant default")
-            ).to_be_visible()
-            connect = (
-                f"bridge-store bridge --store-callback-url {ready['url']} "
-                f"--store-auth-token-file {clone / 'bridge-store.token'}"
-            )
-            expect(page.locator("pre code")).to_have_text(connect)
-            steps["signed in"] = time.monotonic() - started
-            checking = time.monotonic()
-            page.screenshot(path=str(workdir / "empty-store.png"), full_page=True)
-            assert accessibility_violations(page) == []
-            started += time.monotonic() - checking  # the checks are not the reader's time
-            run_block(run_bridge, clone, env, logs, "run-a-bridge")
-            steps["agent made"] = time.monotonic() - started
-            page.reload()
-            expect(page.get_by_role("link", name=agent_name)).to_be_visible()
+            page = sign_in(browser, address, token)
+            expect(page.get_by_role("link", name=DEMO_AGENT)).to_be_visible()
             seconds = time.monotonic() - started
+            page.screenshot(path=str(workdir / "demo-in-the-viewer.png"), full_page=True)
+            demo_violations = accessibility_violations(page)
+            signed_in_as = page.locator("p.who strong").inner_text()
+            on_a_terminal = run_block(agents_line, clone, env, logs, "agents-on-a-terminal")
+            run_block(run_bridge, clone, env, logs, "connect-your-own-bridge")
+            page.reload()
+            row = page.locator("table.agents tbody tr").filter(has_text=agent_name)
+            expect(row).to_be_visible()
+            created_by = row.locator("td.creator").inner_text()
             page.screenshot(path=str(workdir / "agent-in-the-viewer.png"), full_page=True)
-            browser.close()
-            bridge_command = run_inline_bridge(bridge_line, clone, env, logs)
+            page.close()
         cursor_api_paths = api.paths()
+        quick_start = empty_store(serve_command, clone, env, logs, browser, workdir)
+        browser.close()
+        offline = run_offline_bridge(bridge_line, clone, offline_env(env), logs)
     return {
         "seconds": seconds,
         "steps": steps,
-        "agent": agent_name,
         "viewerUrl": ready.get("viewerUrl"),
+        "authTokenFile": ready.get("authTokenFile"),
         "address": address,
+        "signedInAs": signed_in_as,
+        "demoViolations": demo_violations,
+        "demoAgentOnATerminal": DEMO_AGENT in on_a_terminal,
+        "agent": agent_name,
+        "createdBy": created_by,
         "cursorApiPaths": cursor_api_paths,
-        "bridgeCommand": {"command": bridge_line, **bridge_command},
+        "emptyStore": quick_start,
+        "clone": str(clone),
+        "bridgeCommand": {"command": bridge_line, **offline},
     }
 
 
