@@ -29,6 +29,8 @@ from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.stores import Routes
+from bridge_store.viewer.queries import DEFAULT_EVENTS_PAGE as PAGE_EVENTS
+from bridge_store.viewer.transcript import build
 from testkit.inprocess import running
 from tests.support.server import serve
 
@@ -45,6 +47,8 @@ from .support.history import (
     message,
     run,
 )
+from .support.sample import sample
+from .test_viewer_transcript import stored
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +74,9 @@ ARTIFACTS = (
 )
 FILLER_AGENTS = 24
 LONG_RUN = "run-long"
-LONG_RUN_EVENTS = 600
+#: The long run is the demo sample's (bridge_store.demo): a test suite moved file by
+#: file, 3,499 streamed messages, replayed here as a run of the login agent.
+LONG_STORY = "Move the test suite to Vitest"
 #: Upper bound for things the page does on its own (a poll, a scroll load); they take
 #: about a second. Only a broken page ever waits this long.
 UI_TIMEOUT_MS = 20_000
@@ -120,11 +126,19 @@ def server(
                 store_call_on(http, url, "agents", "create", {"agent": doc})
             long_run = run(LOGIN_AGENT, LONG_RUN, 3, "finished")
             store_call_on(http, url, "runs", "create", {"run": long_run})
-            for n in range(LONG_RUN_EVENTS):
-                body = {"type": "task", "text": f"step {n}"}
+            for body in long_run_messages():
                 event = message(LOGIN_AGENT, LONG_RUN, body)
                 store_call_on(http, url, "runEvents", "append", event)
         yield url
+
+
+def long_run_messages() -> list[dict[str, Any]]:
+    """The sample's long run, as the messages its events carry (without their ids)."""
+    (long_run,) = sample().agent(LONG_STORY).runs
+    return [
+        {k: v for k, v in event["payload"]["message"].items() if k not in ("agent_id", "run_id")}
+        for event in long_run.events
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -303,15 +317,19 @@ def test_follow_a_live_run_without_reloading(page: Page, server: str) -> None:
 
 
 def test_a_long_run_loads_more_as_it_is_read(page: Page) -> None:
+    messages = long_run_messages()
     page.goto(f"/ui/run?agent={LOGIN_AGENT}&id={LONG_RUN}")
     blocks = page.locator("#transcript > .block")
-    expect(blocks).to_have_count(200)
-    # Reading to the end of what is shown loads the next page of events, twice.
-    for shown in (400, LONG_RUN_EVENTS):
+    # Each page of 200 events shows what the transcript of those events holds: a text
+    # cut by the page boundary and a tool call whose result comes later are joined.
+    expect(blocks).to_have_count(len(build(stored(messages[:PAGE_EVENTS])).blocks))
+    # Reading to the end of what is shown loads the next page of events, to the end.
+    for loaded in range(2 * PAGE_EVENTS, len(messages) + PAGE_EVENTS, PAGE_EVENTS):
         page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
-        expect(blocks).to_have_count(shown)
+        expect(blocks).to_have_count(len(build(stored(messages[:loaded])).blocks))
     expect(page.get_by_role("link", name="Load more events")).to_have_count(0)
-    expect(blocks.last).to_contain_text(f"step {LONG_RUN_EVENTS - 1}")
+    expect(blocks.last).to_contain_text("FINISHED")
+    expect(blocks.nth(-4)).to_contain_text("All 200 spec files run on Vitest now.")
 
 
 def test_search_and_export(page: Page, tmp_path: Path) -> None:

@@ -16,10 +16,13 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
+from bridge_store.demo.team import PEOPLE
+from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 
 from .support.history import DOCS_AGENT, FINISHED_RUN, LOGIN_AGENT, T0, history_calls, message, run
+from .support.sample import sample, write_sample
 from .test_viewer_browser import (
     CHROMIUM,
     CHROMIUM_FLAGS,
@@ -214,3 +217,54 @@ def test_the_outline_jumps_to_the_first_error_and_the_end(page: Page) -> None:
     page.go_back()
     page.get_by_role("navigation", name="Jumps").get_by_role("link", name="End").click()
     expect(page.locator(".block:target")).to_contain_text("FINISHED")
+
+
+@pytest.fixture(scope="module")
+def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The demo's sample team history (bridge_store.demo), served with a token per person."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('demo') / 'sample.db'}"
+    write_sample(url)
+    tokens = TokenRegistry(
+        [
+            TokenEntry(name, token_digest(f"{name}-demo-token"), tenant, Scope.READ)
+            for name, tenant in PEOPLE.items()
+        ]
+    )
+    with running(create_app(ServerConfig(routes=Routes.single(url), tokens=tokens))) as base:
+        yield base
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_demo_s_history_reads_well_and_is_accessible(
+    browser: Browser, demo_server: str, scheme: Scheme
+) -> None:
+    # A realistic team's pages: a failed run's error, a cancelled run, tool cards that
+    # failed, a run of 3,500 events, the overview and the runs of every agent.
+    context = browser.new_context(
+        base_url=demo_server, viewport={"width": 1280, "height": 900}, color_scheme=scheme
+    )
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    tab = context.new_page()
+    tab.goto("/ui/sign-in")
+    tab.get_by_label("Store token").fill("bob-demo-token")
+    tab.get_by_role("button", name="Sign in").click()
+    expect(tab.get_by_role("banner")).to_contain_text("Signed in as bob")
+    flaky = sample().agent("Flaky checkout test")
+    failed, cancelled = flaky.runs[1], sample().agent("Dark mode toggle").runs[0]
+    paths = {
+        "/ui/": "Release notes for 2.4",
+        f"/ui/agent?id={flaky.agent_id}": "Flaky checkout test",
+        f"/ui/run?agent={flaky.agent_id}&id={failed.document['runId']}": "[resource_exhausted]",
+        f"/ui/run?agent={cancelled.document['agentId']}&id={cancelled.document['runId']}": (
+            "CANCELLED"
+        ),
+        "/ui/runs": "Move the test suite to Vitest",
+        "/ui/overview?days=30&to=2027-01-15": "claude-4.5-sonnet",
+    }
+    for path, shown in paths.items():
+        tab.goto(path)
+        expect(tab.locator("main")).to_contain_text(shown)
+        assert accessibility_violations(tab) == [], (scheme, path)
+        assert "dana" not in tab.content()
+    screenshot(tab, f"demo-overview-{scheme}.png")
+    context.close()

@@ -9,6 +9,7 @@ every message type, failed and cancelled runs, a run of about 3,500 events.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 
 from bridge_store.demo.fill import write
@@ -31,5 +32,7 @@ def write_sample(url: str) -> SampleHistory:
         async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
             await write(stack.sealed, sample())
 
-    asyncio.run(main())
+    # In a thread of its own: a caller may run an event loop already (Playwright's).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+        worker.submit(asyncio.run, main()).result()
     return sample()
