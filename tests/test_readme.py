@@ -53,7 +53,8 @@ def section(text: str, heading: str) -> str:
 
 
 def first_minute_heading() -> str:
-    (heading,) = re.findall(r"^## (The first minute.*)$", README, re.M)
+    headings: list[str] = re.findall(r"^## (The first minute.*)$", README, re.M)
+    (heading,) = headings
     return heading
 
 
