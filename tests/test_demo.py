@@ -31,6 +31,7 @@ from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.conformance.harness import agent as agent_document
 from bridge_store.demo.history import DAY_MS, sample_history
 from bridge_store.demo.team import PEOPLE
+from bridge_store.lifecycle.sink import StoreSink
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.security.tokens_file import load_entries
 from bridge_store.stored_documents import validate_stored_event
@@ -342,3 +343,37 @@ def test_demo_never_writes_into_a_store_with_other_history_unless_forced(
         assert said[0].startswith(f"bridge-store demo: wrote a sample team's history into {url}")
         assert ready["authTokenFile"] == str(tmp_path / "mine.token")
     assert asyncio.run(mine("count")) == 3  # default (mine), app-team, platform
+
+
+def test_a_start_stopped_midway_is_written_again(tmp_path: Path) -> None:
+    # Ctrl-C during the fill leaves some agents written, each after its runs and events.
+    url = f"sqlite:///{tmp_path / 'bridge-store-demo.db'}"
+    items = list(sample_history().items())
+
+    async def write_first_half() -> None:
+        async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
+            sink = StoreSink(stack.sealed, overwrite=False)
+            for item in items[: len(items) // 2]:
+                await sink.write(item)
+
+    asyncio.run(write_first_half())
+    with demo(tmp_path) as (_, ready, said):
+        assert said[0] == (
+            "bridge-store demo: wrote again the sample history a stopped start had begun in "
+            "sqlite:///bridge-store-demo.db\n"
+        )
+        token = (tmp_path / "bridge-store-demo.token").read_text().strip()
+        listed = httpx.get(
+            ready["viewerUrl"] + "?archived=1&format=json",
+            headers={"Authorization": f"Bearer {token}"},
+        ).json()
+    assert len(listed["agents"]) == sum(a.tenant == "app-team" for a in sample().agents)
+
+
+def test_demo_refuses_a_store_that_keeps_nothing() -> None:
+    refused = run_command("demo", "--store", "memory://", "--port", "0")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        "bridge-store: the demo writes its sample, then serves it: memory:// would be empty "
+        "again; give a store that keeps what is written (sqlite:///, postgresql://, redis://)\n"
+    )

@@ -5,7 +5,7 @@ The README's own shell blocks and inline commands run (tests/support/first_minut
 takes them from the README): the demo, the viewer in Chromium driven by Playwright,
 the agents on a terminal, a bridge of the reader's own on the demo's server (the real
 bridge on the stand-in Cursor API), the quick start's empty store, and the offline
-bridge with no key at all. The README serves on fixed ports, 8787 and 8788, which
+bridge with no key at all. The README serves on fixed ports, 8787 and 8789, which
 other servers on a shared machine may hold, so the whole run happens in a network
 namespace of its own (a private loopback), where those ports are always free.
 
@@ -43,8 +43,8 @@ ARTIFACTS = (
 #: team's agents on screen, installs included.
 FIRST_MINUTE_SECONDS = 60.0
 RUN_TIMEOUT_SECONDS = 900
-README_PORTS = (8787, 8788)
-DEMO_PORT = 8788
+README_PORTS = (8787, 8789)
+DEMO_PORT = 8789
 
 
 def fresh_copy(into: Path) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..demo import DEFAULT_SEED
+from ..errors import ConfigurationError
 from ..security.tokens import TOKEN_ENV
 from .shared.serve_options import add_listen_arguments
 
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
     from ..demo.history import SampleHistory
 
 DEMO_STORE_URL = "sqlite:///bridge-store-demo.db"
-#: Beside serve's 8787, so the quick start's server and the demo can run side by side.
-DEMO_PORT = 8788
+#: Beside serve's 8787 and ui's 8788, so the quick start's server and the demo can run
+#: side by side.
+DEMO_PORT = 8789
 TOKENS_SUFFIX = ".tokens.toml"
 
 
@@ -73,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
     from .shared.serve_run import serve
     from .shared.serving import listen
 
+    if args.store.startswith("memory:"):
+        # The sample is written before the server opens the store: memory:// would be a
+        # new, empty store by then.
+        raise ConfigurationError(
+            "the demo writes its sample, then serves it: memory:// would be empty again; "
+            "give a store that keeps what is written (sqlite:///, postgresql://, redis://)"
+        )
     database = sqlite_file(args.store)
     base = database if database is not None else Path("bridge-store-demo.db")
     tokens_file = base.with_name(base.stem + TOKENS_SUFFIX)
@@ -86,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     where = redact(args.store)
     if filled == "kept":
         say(f"serving the sample history written before into {where} (--force writes it afresh)")
+    elif filled == "completed":
+        say(f"wrote again the sample history a stopped start had begun in {where}")
     else:
         runs = sum(len(agent.runs) for agent in sample.agents)
         say(

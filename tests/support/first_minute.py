@@ -2,7 +2,7 @@
 
 Run as ``python -m tests.support.first_minute CLONE WHEELHOUSE WORKDIR`` (by
 ``tests/test_first_minute.py``, in a network namespace of its own so the README's
-fixed ports, 8787 and 8788, are always free). The README's shell blocks and inline
+fixed ports, 8787 and 8789, are always free). The README's shell blocks and inline
 commands are taken from the README itself, as tests/test_readme.py reads them, so
 the two cannot drift:
 
