@@ -29,6 +29,7 @@ from bridge_store.app import create_app
 from bridge_store.client._process import START_TIMEOUT_SECONDS, StderrPump
 from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.conformance.harness import agent as agent_document
+from bridge_store.demo.fill import fill
 from bridge_store.demo.history import DAY_MS, sample_history
 from bridge_store.demo.team import PEOPLE
 from bridge_store.lifecycle.sink import StoreSink
@@ -377,3 +378,38 @@ def test_demo_refuses_a_store_that_keeps_nothing() -> None:
         "bridge-store: the demo writes its sample, then serves it: memory:// would be empty "
         "again; give a store that keeps what is written (sqlite:///, postgresql://, redis://)\n"
     )
+
+
+def test_two_demos_filling_one_file_at_once_leave_one_whole_sample(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bridge-store-demo.db'}"
+    expected = sample_history()
+
+    async def fill_one() -> str:
+        async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
+            filled = await fill(stack.sealed, sample_history(), where=url, force=False)
+        return filled.value
+
+    async def both() -> list[str]:
+        return list(await asyncio.gather(fill_one(), fill_one()))
+
+    outcomes = asyncio.run(both())
+    assert set(outcomes) <= {"written", "kept", "completed"}
+
+    async def held() -> dict[str, list[int]]:
+        async with StoreStack.of(Routes.single(url)).opened(migrate=False) as stack:
+            seqs = {}
+            for agent in expected.agents:
+                assert await stack.sealed.agents.get(agent.tenant, agent.agent_id) is not None
+                for run in agent.runs:
+                    run_id = run.document["runId"]
+                    events = await stack.sealed.run_events.list(
+                        agent.tenant, run_id, after_seq=0, limit=10_000
+                    )
+                    seqs[run_id] = [event["seq"] for event in events]
+            return seqs
+
+    for run_id, seqs in asyncio.run(held()).items():
+        length = next(
+            len(r.events) for a in expected.agents for r in a.runs if r.document["runId"] == run_id
+        )
+        assert seqs == list(range(1, length + 1)), run_id
