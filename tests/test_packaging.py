@@ -72,6 +72,10 @@ def test_wheel_ships_migrations_backends_and_generated_code(wheel: Path) -> None
         "bridge_store/py.typed",
         "bridge_store/_generated/sdk/v1/sdk_store_callback_service_pb2.py",
         "bridge_store/conformance/suite.py",
+        # bridge-store demo's sample, and the offline stand-in bridge --offline starts.
+        "bridge_store/demo/history.py",
+        "bridge_store/demo/stories.py",
+        "bridge_store/client/offline_api.py",
         # The history viewer's templates and assets: no CDN, no build step.
         "bridge_store/viewer/templates/base.html",
         "bridge_store/viewer/templates/run.html",
