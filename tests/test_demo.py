@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from bridge_store.demo.history import DAY_MS, sample_history
 from bridge_store.demo.team import PEOPLE
 from bridge_store.lifecycle.sink import StoreSink
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
+from bridge_store.security.encryption import KEY_FILE_ENV, is_sealed_metadata
 from bridge_store.security.tokens_file import load_entries
 from bridge_store.stored_documents import validate_stored_event
 from bridge_store.stores import Routes, StoreStack
@@ -236,16 +238,20 @@ def test_the_history_commands_read_the_sample(sample_url: str) -> None:
 
 @contextmanager
 def demo(
-    cwd: Path, *args: str
+    cwd: Path, *args: str, env: dict[str, str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any], list[str]]]:
-    """``bridge-store demo *args`` in ``cwd`` until its ready line; stopped after."""
+    """``bridge-store demo *args`` in ``cwd`` until its ready line; stopped after.
+    ``env`` adds to an environment without any BRIDGE_STORE_* variable."""
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge_store", "demo", "--port", "0", *args],
         cwd=cwd,
         env={
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith("BRIDGE_STORE_")
+            **{
+                name: value
+                for name, value in os.environ.items()
+                if not name.startswith("BRIDGE_STORE_")
+            },
+            **(env or {}),
         },
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -413,3 +419,24 @@ def test_two_demos_filling_one_file_at_once_leave_one_whole_sample(tmp_path: Pat
             len(r.events) for a in expected.agents for r in a.runs if r.document["runId"] == run_id
         )
         assert seqs == list(range(1, length + 1)), run_id
+
+
+def test_a_demo_served_with_a_key_file_is_written_sealed(tmp_path: Path) -> None:
+    # serve seals with the key file its variable names; the demo writes the same way,
+    # or its sample would sit in the store as plaintext beside sealed agents.
+    key_file = tmp_path / "keys"
+    made = run_command("keys", "generate", "--encryption-key-file", str(key_file))
+    assert made.returncode == 0, made.stderr
+    with demo(tmp_path, env={KEY_FILE_ENV: str(key_file)}) as (_, ready, _said):
+        token = (tmp_path / "bridge-store-demo.token").read_text().strip()
+        first = sample().agents[1]
+        page = httpx.get(
+            ready["viewerUrl"] + f"agent?id={first.agent_id}&format=json",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert page.status_code == 200, page.text
+    rows = sqlite3.connect(tmp_path / "bridge-store-demo.db").execute(
+        "select doc from agents where agent_id = ?", (first.agent_id,)
+    )
+    (stored,) = [json.loads(row[0]) for row in rows]
+    assert is_sealed_metadata(stored["sdkMetadata"])

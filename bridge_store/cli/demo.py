@@ -16,6 +16,7 @@ from ..security.tokens import TOKEN_ENV
 from .shared.serve_options import add_listen_arguments
 
 if TYPE_CHECKING:
+    from ..demo.fill import Filled
     from ..demo.history import SampleHistory
 
 DEMO_STORE_URL = "sqlite:///bridge-store-demo.db"
@@ -68,6 +69,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     from ..client.viewer_access import sqlite_file, token_file_beside
+    from ..demo.fill import Filled
     from ..demo.history import sample_history
     from ..demo.sign_in import write_tokens
     from ..urls import redact
@@ -85,17 +87,25 @@ def run(args: argparse.Namespace) -> int:
     database = sqlite_file(args.store)
     base = database if database is not None else Path("bridge-store-demo.db")
     tokens_file = base.with_name(base.stem + TOKENS_SUFFIX)
+    options = argparse.ArgumentParser(add_help=False)
+    add_arguments(options)
+    serve_args = options.parse_args(
+        [
+            *("--store", args.store, "--tokens-file", str(tokens_file.absolute())),
+            *("--host", args.host, "--port", str(args.port), "--log-level", args.log_level),
+        ]
+    )
     # The port first, as serve does: nothing is written for a server that cannot listen.
     listen(args.host, args.port).close()
     sample = sample_history(seed=args.seed)
     started = time.monotonic()
-    filled = asyncio.run(_fill(args.store, sample, force=args.force))
+    filled = asyncio.run(_fill(serve_args, sample, force=args.force))
     seconds = time.monotonic() - started
     sign_ins = write_tokens(tokens_file, token_file_beside(base))
     where = redact(args.store)
-    if filled == "kept":
+    if filled is Filled.KEPT:
         say(f"serving the sample history written before into {where} (--force writes it afresh)")
-    elif filled == "completed":
+    elif filled is Filled.COMPLETED:
         say(f"wrote again the sample history a stopped start had begun in {where}")
     else:
         runs = sum(len(agent.runs) for agent in sample.agents)
@@ -111,27 +121,20 @@ def run(args: argparse.Namespace) -> int:
             for who in sign_ins
         )
     )
-    options = argparse.ArgumentParser(add_help=False)
-    add_arguments(options)
-    serve_args = options.parse_args(
-        [
-            *("--store", args.store, "--tokens-file", str(tokens_file.absolute())),
-            *("--host", args.host, "--port", str(args.port), "--log-level", args.log_level),
-        ]
-    )
     # The environment's one token would stand beside the demo's named ones: not taken.
     environ = {name: value for name, value in os.environ.items() if name != TOKEN_ENV}
     return serve(serve_args, environ, sign_in_file=sign_ins[0].token_file)
 
 
-async def _fill(store: str, sample: SampleHistory, *, force: bool) -> str:
+async def _fill(serve_args: argparse.Namespace, sample: SampleHistory, *, force: bool) -> Filled:
+    """The sample written into the stores serve will serve, sealed as serve seals them
+    (its key file's variable counts), the schema made first."""
     from ..demo.fill import fill
-    from ..stores import Routes, StoreStack
     from ..urls import redact
+    from .shared.store_options import stack_from
 
-    async with StoreStack.of(Routes.single(store)).opened(migrate=True) as stack:
-        filled = await fill(stack.sealed, sample, where=redact(store), force=force)
-    return filled.value
+    async with stack_from(serve_args).opened(migrate=True) as stack:
+        return await fill(stack.sealed, sample, where=redact(serve_args.store), force=force)
 
 
 def say(line: str) -> None:
