@@ -17,10 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from bridge_store.history import MISSING, UNKNOWN, RunFilters, RunKey, RunRow, Sort
+from bridge_store.shares import ModelUse, Share, Span
 from bridge_store.statistics import Counts
 from bridge_store.wire import jsontext
 
-from . import overview
+from . import overview, shares
 from .agents import SqlAgents
 from .engine import Database
 from .runs import SqlRuns
@@ -74,8 +75,8 @@ def runs_query(
 
 
 class HistoryRuns(SqlRuns):
-    """The runs substore, which also lists runs across agents (RunHistory) and counts
-    the overview (RunStatistics)."""
+    """The runs substore, which also lists runs across agents (RunHistory), counts the
+    overview (RunStatistics) and sums who spent what (RunShares)."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
@@ -115,3 +116,24 @@ class HistoryRuns(SqlRuns):
         # Three statements outside a transaction: a run written between them can only
         # be in one count and not another, as a page read a moment later would show.
         return await self._history_db.read(work, what="runs.overview")
+
+    async def day_shares(self, tenant: str, first_day: int, end_day: int) -> list[Share]:
+        def work(conn: Session) -> list[Share]:
+            return shares.day_shares(conn, tenant, first_day, end_day)
+
+        return await self._history_db.read(work, what="runs.shares")
+
+    async def agent_shares(self, tenant: str, spans: Sequence[Span]) -> list[Share]:
+        def work(conn: Session) -> list[Share]:
+            return shares.agent_shares(conn, tenant, spans)
+
+        return await self._history_db.read(work, what="runs.shares")
+
+    async def tenant_shares(self, first_day: int, end_day: int) -> list[tuple[str, Share]]:
+        def work(conn: Session) -> list[tuple[str, Share]]:
+            return shares.tenant_shares(conn, first_day, end_day)
+
+        return await self._history_db.read(work, what="runs.shares")
+
+    async def models_seen(self) -> list[ModelUse]:
+        return await self._history_db.read(shares.models_seen, what="runs.models")

@@ -30,7 +30,7 @@ from .shared.tls import uvicorn_tls
 
 if TYPE_CHECKING:
     from ..ops.tracing import Tracing
-    from ..viewer.prices import PriceTable
+    from ..pricing.book import PriceBook
     from ..viewer.session_keys import SessionKeys
 
 
@@ -106,7 +106,7 @@ def _serve_workers(
     limits: HttpLimits,
     tls: dict[str, Any],
     tracing: Tracing | None,
-    prices: PriceTable | None,
+    prices: PriceBook,
 ) -> int:
     """``--workers N``: the token first (every worker reads the one generated now) and
     the viewer's session keys (every worker accepts every session), then N processes,
@@ -169,7 +169,7 @@ def _serve_on(
     limits: HttpLimits,
     tls: dict[str, Any],
     tracing: Tracing | None,
-    prices: PriceTable | None,
+    prices: PriceBook,
     announce: Callable[[], None] | None = None,
     session_keys: SessionKeys | None = None,
 ) -> int:
@@ -210,20 +210,29 @@ def _serve_on(
         **{**UVICORN_SETTINGS, "http": guarded_protocol(limits)},
         **tls,
     )
-    if registry.path is None:
+    # The files read again on SIGHUP: the tokens file, the price table.
+    reloads = [one for one in (registry, prices) if one.path is not None]
+    if not reloads:
         return run_announcing(server_config, ready, listener, app.open_stores, announce)
 
-    async def follow_tokens_then_open_stores() -> None:
-        # From here SIGHUP is a callback of the loop that asks the registry's reload
-        # task for a reload; it never reads the file itself (see TokenRegistry).
-        registry.follow_on(asyncio.get_running_loop(), signal.SIGHUP)
+    def reload_files() -> None:
+        for one in reloads:
+            one.request_reload()
+
+    async def follow_files_then_open_stores() -> None:
+        # From here SIGHUP is a callback of the loop that asks each file's reload task
+        # for a reload; it never reads a file itself (see TokenRegistry, PriceBook).
+        loop = asyncio.get_running_loop()
+        registry.follow_on(loop, None)
+        prices.follow_on(loop)
+        loop.add_signal_handler(signal.SIGHUP, reload_files)
         await app.open_stores()
 
     # Until the loop runs, a SIGHUP is remembered and served once it does.
-    signal.signal(signal.SIGHUP, lambda signum, frame: registry.request_reload())
+    signal.signal(signal.SIGHUP, lambda signum, frame: reload_files())
     try:
         return run_announcing(
-            server_config, ready, listener, follow_tokens_then_open_stores, announce
+            server_config, ready, listener, follow_files_then_open_stores, announce
         )
     finally:
         # The closed loop put back the default action, which would kill a stopped

@@ -15,14 +15,17 @@ from starlette.datastructures import QueryParams
 
 from ..errors import invalid_argument, not_found
 from ..history import SORTS, RunFilters, Sort, summarize_run
+from ..pricing.book import PriceBook
+from ..pricing.table import PriceTable
 from ..security.auth import Principal
 from ..types import Document
-from . import queries
+from . import charts, queries
 from .activity import Activity
-from .agent_rows import agent_rows, display_name
+from .agent_rows import agent_rows, display_name, has_own_name
+from .costs import page as cost_page
+from .costs.scan import SCAN_LIMIT
 from .outline import outline
-from .overview import WINDOWS, overview_counts, priced, window
-from .prices import PriceTable
+from .overview import day_text
 from .reader import HistoryReader
 from .runs_list import runs_page
 from .search import Searcher, search
@@ -56,10 +59,25 @@ class Context:
     activity: Activity
     #: Who is signed in: every page says so.
     principal: Principal
-    #: What the overview prices tokens at (``--prices``), if anything.
-    prices: PriceTable | None = None
+    #: What pages price tokens at (``--prices``, read again on SIGHUP), if anything.
+    prices: PriceBook | None = None
     welcome: Welcome | None = None
     server_url: str = ""
+    #: Runs the overview reads at most on a store that keeps no per-day sums (None:
+    #: every one; the CLI reading a store itself).
+    scan_limit: int | None = SCAN_LIMIT
+
+    def price_table(self) -> PriceTable | None:
+        return self.prices.table if self.prices is not None else None
+
+    def prices_json(self) -> Document | None:
+        """Which table priced a page (its currency, version), and why the file's last
+        read was not taken, if it was not; None without a table."""
+        table = self.price_table()
+        if table is None:
+            return None
+        problem = self.prices.problem if self.prices is not None else None
+        return {**table.describe(), "problem": problem}
 
     def signed_in(self) -> Document:
         return {"name": self.principal.name, "tenant": self.principal.tenant}
@@ -177,33 +195,46 @@ async def runs(context: Context, params: QueryParams) -> View:
 
 async def overview(context: Context, params: QueryParams) -> View:
     """The last 7 and 30 days (ending ``to``, a UTC date, today unless given) per day and
-    per model; ``days`` picks which of the two the page details."""
-    days = params.get("days") or str(WINDOWS[0])
-    if days not in {str(size) for size in WINDOWS}:
-        raise invalid_argument(f"days must be one of {', '.join(map(str, WINDOWS))}")
+    per model, and for the one ``days`` picks, who spent what against the days before
+    and the month's budget; priced with the table of the moment."""
+    days = params.get("days") or str(cost_page.WINDOWS[0])
+    if days not in {str(size) for size in cost_page.WINDOWS}:
+        raise invalid_argument(f"days must be one of {', '.join(map(str, cost_page.WINDOWS))}")
     to = queries.utc_day(params.get("to"), "to")
     today = (to if to is not None else queries.now_ms()) // queries.DAY_MS
-    longest = max(WINDOWS)
-    if today - longest + 1 < 0:
+    if today - 2 * max(cost_page.WINDOWS) + 1 < 0:
         # Runs have no time before 1970 (a run without one is at 0): nor has a window.
-        raise invalid_argument("to must be a day after 1970-01-30")
-    counts, method = await overview_counts(
-        context.reader,
-        context.activity,
-        since=(today - longest + 1) * queries.DAY_MS,
-        until=(today + 1) * queries.DAY_MS,
-    )
-    windows = {str(size): window(counts, today=today, days=size) for size in WINDOWS}
-    if context.prices is not None:
-        windows = {size: priced(view, context.prices) for size, view in windows.items()}
+        raise invalid_argument("to must be a day after 1970-03-01")
+    prices = context.price_table()
+    got = await cost_page.read(context, today, int(days), prices)
     data: Document = {
         "days": int(days),
-        "to": windows[days]["to"],
-        "method": method,
-        "priced": context.prices is not None,
-        "windows": windows,
+        "to": day_text(today),
+        "method": got.method,
+        "priced": prices is not None,
+        "prices": context.prices_json(),
     }
+    if got.too_large is not None:
+        data["tooLarge"] = {"runs": got.too_large}
+        return View("overview.html", "Overview", data)
+    data.update(cost_page.overview_data(got, today, int(days), prices, context.activity.tenant))
+    await name_agents(context, data["byAgent"]["rows"])
+    data["charts"] = charts.overview_charts(data, prices)
     return View("overview.html", f"Overview: last {days} days", data)
+
+
+async def name_agents(context: Context, rows: list[Document]) -> None:
+    """Each agent row's name, as the agents list shows it."""
+    for row in rows:
+        found = await context.reader.agent(row["agentId"])
+        if found is None:
+            row["name"] = row["agentId"]
+            continue
+        first = None
+        if not has_own_name(found):
+            page = await context.reader.runs(row["agentId"], cursor=None, limit=1)
+            first = page.items[0]["runId"] if page.items else None
+        row["name"] = await display_name(context.reader, found, first)
 
 
 async def run(context: Context, params: QueryParams) -> View:
