@@ -238,7 +238,8 @@ def test_the_version_names_the_content_and_when_it_changed(tmp_path: Path) -> No
     assert again.to_json()["modified"] == "2026-05-28 20:26:40 UTC"
     path.write_text(DATED.replace("input = 2\n", "input = 3\n"))
     changed = load_prices(path).version
-    assert changed is not None and changed.digest != first.digest
+    assert changed is not None
+    assert changed.digest != first.digest
     assert len(changed.digest) == 12
 
 
@@ -247,14 +248,17 @@ def test_the_book_reads_again_and_keeps_the_last_good_table(
 ) -> None:
     path = table_file(tmp_path)
     book = PriceBook.read(path)
-    assert book.table is not None and book.table.currency == "EUR"
+    assert book.table is not None
+    assert book.table.currency == "EUR"
     path.write_text(DATED.replace('currency = "EUR"', 'currency = "USD"'))
     assert book.reload()
-    assert book.table.currency == "USD" and book.problem is None
+    assert book.table.currency == "USD"
+    assert book.problem is None
     path.write_text(DATED + "[models.bad]\ninput = -1\noutput = 1\n")
     assert not book.reload()
     assert book.table.currency == "USD"  # the last good one stays
-    assert book.problem is not None and "models.bad.input" in book.problem
+    assert book.problem is not None
+    assert "models.bad.input" in book.problem
     assert "price table not reloaded, the previous prices stay" in caplog.text
     assert "\n" not in book.problem
     assert PriceBook.read(None).table is None
@@ -266,7 +270,8 @@ async def test_a_request_before_the_loop_is_served_once_it_follows(tmp_path: Pat
     book = PriceBook.read(path)
     path.write_text(DATED.replace('currency = "EUR"', 'currency = "GBP"'))
     book.request_reload()  # a SIGHUP before the server's loop runs: remembered
-    assert book.table is not None and book.table.currency == "EUR"
+    assert book.table is not None
+    assert book.table.currency == "EUR"
     book.follow_on(asyncio.get_running_loop())
     for _ in range(200):
         if book.table.currency == "GBP":
@@ -285,7 +290,8 @@ async def test_a_change_while_the_server_started_is_read_when_it_follows(tmp_pat
         if book.table is not None and book.table.currency == "CHF":
             break
         await asyncio.sleep(0.01)
-    assert book.table is not None and book.table.currency == "CHF"
+    assert book.table is not None
+    assert book.table.currency == "CHF"
 
 
 def test_no_cost_is_ever_a_float() -> None:

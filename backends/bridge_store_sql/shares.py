@@ -1,4 +1,4 @@
-"""Who spent what, from revision 0011's per-day sums (``run_days``, ``run_agent_days``).
+"""Who spent what, from revision 0013's per-day sums (``run_days``, ``run_agent_days``).
 
 Each answer is one range of days of one table's primary key (tenant, day, ...):
 per (day, model, creator) the rows as stored; per (span, model, agent) the rows of
@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from bridge_store.shares import ModelUse, Share, Span
+from bridge_store.statistics import Totals
 
 from .statements import Session
 from .tables import SHARE_TOKEN_COLUMNS, run_agent_days, run_days
@@ -56,6 +57,20 @@ def day_shares(session: Session, tenant: str, first_day: int, end_day: int) -> l
     return [
         _share(int(day), model, _who(creator), sums)
         for day, model, creator, *sums in session.execute(query)
+    ]
+
+
+def day_totals(session: Session, tenant: str, first_day: int, end_day: int) -> list[Totals]:
+    """Per (day, model) of the days ``[first_day, end_day)``: the overview's totals."""
+    d = run_days
+    query = (
+        sa.select(d.c.day, d.c.model_key, *_sums(d, session.dialect.name))
+        .where(d.c.tenant == tenant, d.c.day >= first_day, d.c.day < end_day)
+        .group_by(d.c.day, d.c.model_key)
+    )
+    return [
+        Totals(int(day), _who(model), *(_int(value) for value in sums))
+        for day, model, *sums in session.execute(query)
     ]
 
 

@@ -196,6 +196,7 @@ run_tool_days = sa.Table(
     sqlite_with_rowid=False,
 )
 
+
 def _token_sum(name: str) -> sa.Column[int]:
     # A sum of token counts, each within 2^53: NUMERIC on Postgres, where a bigint sum
     # of hostile counts would overflow and fail the run's write; SQLite's integer turns
@@ -212,10 +213,10 @@ def _share_sums() -> list[sa.Column[int]]:
     ]
 
 
-#: The token sums of revision 0012's share tables, in ``history.TOKEN_KINDS`` order.
+#: The token sums of revision 0013's share tables, in ``history.TOKEN_KINDS`` order.
 SHARE_TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
-#: Revision 0012: per UTC day, the runs, failures and token sums of each model and
+#: Revision 0013: per UTC day, the runs, failures and token sums of each model and
 #: creator (``model_key`` and ``creator_key`` are '' for none: a key cannot be NULL),
 #: kept by triggers on ``runs`` (see the revision); by-day, by-model and by-creator
 #: figures, the month's spend and /metrics read ranges of days of it.
@@ -232,7 +233,7 @@ run_days = sa.Table(
     sqlite_with_rowid=False,
 )
 
-#: Revision 0012: the same per UTC day, agent and model.
+#: Revision 0013: the same per UTC day, agent and model.
 run_agent_days = sa.Table(
     "run_agent_days",
     metadata,
@@ -283,7 +284,7 @@ TOOL_COUNT_TRIGGERS = frozenset(
     }
 )
 
-#: Revision 0012's triggers on ``runs``, which keep ``run_days`` and ``run_agent_days``
+#: Revision 0013's triggers on ``runs``, which keep ``run_days`` and ``run_agent_days``
 #: (by name on both dialects; Postgres runs them through one plpgsql function).
 SHARE_TRIGGERS = frozenset(
     {

@@ -26,8 +26,8 @@ in a cycle. Rows from before are summed here, with the runs table locked against
 writes on Postgres so a server still on the old code waits rather than writing between
 the sums and the triggers.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-06 09:00:00
 """
 
@@ -43,8 +43,8 @@ from alembic import op
 
 from bridge_store.statistics import DAY_MS
 
-revision: str = "0011"
-down_revision: str | None = "0010"
+revision: str = "0013"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
