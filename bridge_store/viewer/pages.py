@@ -16,6 +16,7 @@ from starlette.datastructures import QueryParams
 from ..errors import invalid_argument, not_found
 from ..history import SORTS, RunFilters, Sort, summarize_run
 from ..pricing.book import PriceBook
+from ..pricing.money import cost_text
 from ..pricing.table import PriceTable
 from ..security.auth import Principal
 from ..types import Document
@@ -135,7 +136,15 @@ async def agent(context: Context, params: QueryParams) -> View:
     name = await display_name(context.reader, data["agent"], first_run)
     [agent] = await context.activity.with_agent_creators([data["agent"]])
     data["agent"] = {**agent, "displayName": name}
-    data["runs"] = await context.activity.with_run_creators(data["runs"])
+    prices = context.price_table()
+    data["runs"] = priced_runs(await context.activity.with_run_creators(data["runs"]), prices)
+    data["priced"] = prices is not None
+    data["prices"] = context.prices_json()
+    if prices is not None:
+        # Every run's cost, exactly, and how many have none (unpriced or no usage).
+        costs = [run_cost(run, prices) for run in data["runs"]]
+        data["cost"] = cost_text(sum(cost for cost in costs if cost is not None))
+        data["unpricedRuns"] = sum(1 for cost in costs if cost is None)
     return View("agent.html", name, data)
 
 
@@ -168,6 +177,7 @@ async def runs(context: Context, params: QueryParams) -> View:
     """Every run of the tenant across agents, newest (or longest, costliest) first."""
     sort = run_sort(params)
     cursor = params.get("cursor") or None
+    prices = context.price_table()
     page = await runs_page(
         context.reader,
         context.activity,
@@ -175,6 +185,7 @@ async def runs(context: Context, params: QueryParams) -> View:
         sort,
         cursor=cursor,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_RUNS_PAGE),
+        prices=prices,
     )
     data: Document = {
         "filters": {
@@ -182,15 +193,31 @@ async def runs(context: Context, params: QueryParams) -> View:
             for name in ("status", "model", "cwd", "since", "until", "by")
         },
         "sort": sort,
-        "runs": await queries.run_rows(context.reader, page.rows),
+        "runs": priced_runs(await queries.run_rows(context.reader, page.rows), prices),
         "cursor": cursor,
         "next": page.next,
         "limit": params.get("limit") or None,
         "method": page.method,
         "statuses": list(queries.RUN_STATUSES),
-        "sorts": list(SORTS),
+        "sorts": [one for one in SORTS if one != "cost" or prices is not None],
+        "priced": prices is not None,
+        "prices": context.prices_json(),
     }
     return View("runs.html", "Runs", data)
+
+
+def priced_runs(rows: list[Document], prices: PriceTable | None) -> list[Document]:
+    """Each run with its ``cost`` at the prices in force on its day (decimal text; None:
+    unpriced or no usage), when there is a price table."""
+    if prices is not None:
+        for row in rows:
+            row["cost"] = cost_text(run_cost(row, prices))
+    return rows
+
+
+def run_cost(run: Document, prices: PriceTable) -> int | None:
+    summary = summarize_run(run)
+    return prices.run_cost(summary.model_id, summary.started_at, summary.tokens)
 
 
 async def overview(context: Context, params: QueryParams) -> View:
@@ -245,7 +272,11 @@ async def run(context: Context, params: QueryParams) -> View:
         after=params.get("after") or None,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_EVENTS_PAGE),
     )
-    [data["run"]] = await context.activity.with_run_creators([data["run"]])
+    [data["run"]] = priced_runs(
+        await context.activity.with_run_creators([data["run"]]), context.price_table()
+    )
+    data["priced"] = context.price_table() is not None
+    data["prices"] = context.prices_json()
     name = (data["agent"] or {}).get("name") or data["run"]["agentId"]
     return View("run.html", f"{name}: turn {data['run'].get('turnNumber')}", data)
 
