@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 from .lifecycle.retain import RetentionSettings
-from .run_traces.settings import ExportSettings
 from .pricing.book import PriceBook
+from .run_traces.settings import ExportSettings
 from .security.auth import TokenRegistry
 from .security.encryption import Keyring
 from .stores import Routes
