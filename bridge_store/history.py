@@ -21,14 +21,16 @@ from .contract import _cursor_id as cursor_id  # one cursor format for every lis
 from .contract import _cursor_integer as cursor_integer
 from .contract import _decode_cursor as decode_cursor
 from .contract import _encode_cursor as encode_cursor
+
+# TOKEN_KINDS is defined with the statistics (the price table reads it from there) and
+# read from here by every reader of a run's usage.
+from .statistics import TOKEN_KINDS as TOKEN_KINDS
 from .statistics import label
 from .types import Document
 
 if TYPE_CHECKING:
     from .pricing.table import PriceTable
 
-#: The token counts a run's usage carries, in the order pages show them.
-TOKEN_KINDS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 #: How the run list can be ordered: newest first, longest first, most tokens first,
 #: costliest first (with a price table).
 Sort = Literal["newest", "duration", "tokens", "cost"]

@@ -300,3 +300,10 @@ def test_no_cost_is_ever_a_float() -> None:
         assert text is not None
         assert not math.isinf(float(text))
         assert json.loads(json.dumps(text)) == text
+
+
+def test_a_budget_is_for_a_name_a_token_can_have_as_its_tenant() -> None:
+    from bridge_store.pricing.loader import TENANT_NAME
+    from bridge_store.security.auth import TENANT_PATTERN
+
+    assert TENANT_NAME.pattern == TENANT_PATTERN.pattern

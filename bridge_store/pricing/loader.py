@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..security.auth import is_valid_tenant
 from ..statistics import DAY_MS, label
 from ..toml_files import read_toml
 from .money import COST_SCALE, PRICE_SCALE, scaled
@@ -67,6 +66,9 @@ MAX_PRICE = 10**9
 MAX_BUDGET = 10**12
 DATE_KEYS = ("from", "until")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+#: A tenant's name, as ``security.auth.TENANT_PATTERN`` has it (the price table sits
+#: below the security layer; tests/test_prices.py checks the two are one pattern).
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
 def load_prices(path: str | Path) -> PriceTable:
@@ -192,7 +194,7 @@ def _price(problem: _Problem, name: str, value: Any) -> int:
 
 def _budget(problem: _Problem, tenant: Any, value: Any) -> int:
     name = f"budgets.{toml_key(str(tenant))}"
-    if not is_valid_tenant(str(tenant)):
+    if TENANT_NAME.fullmatch(str(tenant)) is None:
         raise problem(f"{name}: not a tenant name (a-z, 0-9, _ and -, up to 63)")
     number = _number(value)
     if number is None or not 0 <= number <= MAX_BUDGET:

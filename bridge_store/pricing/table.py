@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
 
-from ..history import TOKEN_KINDS
-from ..statistics import DAY_MS
+from ..statistics import DAY_MS, TOKEN_KINDS
 
 #: Price keys of the file -> the token kind each prices (``history.TOKEN_KINDS``).
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write")

@@ -233,7 +233,9 @@ async def overview(context: Context, params: QueryParams) -> View:
         # Runs have no time before 1970 (a run without one is at 0): nor has a window.
         raise invalid_argument("to must be a day after 1970-03-01")
     prices = context.price_table()
-    got = await cost_page.read(context, today, int(days), prices)
+    got = await cost_page.read(
+        context.reader, context.activity, today, int(days), prices, context.scan_limit
+    )
     data: Document = {
         "days": int(days),
         "to": day_text(today),

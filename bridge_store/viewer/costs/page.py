@@ -18,7 +18,9 @@ from ...pricing.table import PriceTable
 from ...shares import Share
 from ...statistics import DAY_MS, Counts, Totals
 from ...types import Document
+from ..activity import Activity
 from ..overview import day_text, window
+from ..reader import HistoryReader
 from .breakdown import Window, by_agent, by_creator, by_day, by_model, spans, totals
 from .budget import Month, budget_view
 from .figures import change
@@ -53,11 +55,16 @@ def totals_of(day_shares: Sequence[Share], first: int, end: int) -> list[Totals]
     return [Totals(day, model, *cell) for (day, model), cell in cells.items()]
 
 
-async def read(context: object, today: int, days: int, prices: PriceTable | None) -> Read:
-    from ..pages import Context
-
-    assert isinstance(context, Context)
-    activity, tenant = context.activity, context.activity.tenant
+async def read(
+    reader: HistoryReader,
+    activity: Activity,
+    today: int,
+    days: int,
+    prices: PriceTable | None,
+    scan_limit: int | None,
+) -> Read:
+    """What the overview of ``days`` ending ``today`` shows, read once."""
+    tenant = activity.tenant
     longest = Window(today, max(WINDOWS))
     earliest = min(longest.before().first, Month.of(today).first_day)
     cut = spans(Window(today, days), prices)
@@ -71,13 +78,13 @@ async def read(context: object, today: int, days: int, prices: PriceTable | None
         )
         return Read(counts, day_shares, agent_shares, "index")
     scanned = await scan(
-        context.reader,
+        reader,
         activity,
         first_day=earliest,
         end_day=today + 1,
         counted=counted,
         cut=cut,
-        limit=context.scan_limit,
+        limit=scan_limit,
     )
     if not scanned.complete:
         return Read(Counts(), [], [], "scan", too_large=scanned.read - 1)
