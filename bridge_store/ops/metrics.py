@@ -378,29 +378,18 @@ class MetricsEndpoint:
     def _tenant_registry(self, tenant: str) -> CollectorRegistry:
         """A registry of ``tenant``'s activity series alone, for one scrape."""
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_TenantActivity(self._activity, tenant))
+        registry.register(_TenantView(self._activity.collect_tenant, tenant))
         if self._spend is not None:
-            registry.register(_TenantSpend(self._spend, tenant))
+            registry.register(_TenantView(self._spend.collect_tenant, tenant))
         return registry
 
 
-class _TenantActivity:
-    """The activity collector, seen as one tenant."""
+class _TenantView:
+    """A collector's series of one tenant (``collect_tenant``), as a collector."""
 
-    def __init__(self, activity: ActivityCollector, tenant: str) -> None:
-        self._activity = activity
+    def __init__(self, collect_tenant: Callable[[str], Iterable[Metric]], tenant: str) -> None:
+        self._collect_tenant = collect_tenant
         self._tenant = tenant
 
     def collect(self) -> Iterable[Metric]:
-        return self._activity.collect_tenant(self._tenant)
-
-
-class _TenantSpend:
-    """The spend figures, seen as one tenant."""
-
-    def __init__(self, spend: SpendFigures, tenant: str) -> None:
-        self._spend = spend
-        self._tenant = tenant
-
-    def collect(self) -> Iterable[Metric]:
-        return self._spend.collect_tenant(self._tenant)
+        return self._collect_tenant(self._tenant)
