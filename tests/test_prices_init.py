@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,10 @@ async def fill(url: str) -> None:
         ]
         for tenant, run_id, model, day in writes:
             who = dataclasses.replace(client, principal=Principal("w", tenant, Scope.WRITE))
-            fields = {"model": {"id": model} if model else None, "startedAt": day * DAY_MS}
+            fields: dict[str, Any] = {
+                "model": {"id": model} if model else None,
+                "startedAt": day * DAY_MS,
+            }
             await who.call("runs", "create", {"run": run(run_id, "agent-1", **fields)})
         sums = run_shares(opened.stores.agents, opened.stores.runs)
         assert sums is not None
