@@ -87,6 +87,13 @@ class PriceTable:
             tokens.get(kind, 0) * price for kind, price in zip(TOKEN_KINDS, prices, strict=True)
         )
 
+    def sums_cost(self, model: str | None, day: int, sums: tuple[int, int, int, int]) -> int | None:
+        """:meth:`cost` of token sums in ``TOKEN_KINDS`` order (the overview's hot path)."""
+        prices = self.prices(model, day)
+        if prices is None:
+            return None
+        return sums[0] * prices[0] + sums[1] * prices[1] + sums[2] * prices[2] + sums[3] * prices[3]
+
     def run_cost(
         self, model: str | None, started_at: int | None, tokens: Mapping[str, int] | None
     ) -> int | None:

@@ -63,19 +63,38 @@ def spans(window: Window, prices: PriceTable | None) -> list[Span]:
     return list(pairwise(points))
 
 
-def grouped(
+#: A share, the day it is priced on, and its cost (None: unpriced or no table).
+Priced = tuple[Share, int, int | None]
+
+
+def with_costs(
     shares: Iterable[Share],
+    prices: PriceTable | None,
+    day: Callable[[Share], int] = lambda share: share.at,
+) -> list[Priced]:
+    """Each share with its day and its cost, worked out once for every table it is in."""
+    if prices is None:
+        return [(share, day(share), None) for share in shares]
+    cost = prices.sums_cost
+    found = []
+    for share in shares:
+        at = day(share)
+        found.append((share, at, cost(share.model, at, share.tokens)))
+    return found
+
+
+def grouped(
+    shares: Iterable[Priced],
     window: Window,
     prices: PriceTable | None,
     key: Callable[[Share], K],
-    day: Callable[[Share], int] = lambda share: share.at,
 ) -> dict[K, Figures]:
     """The figures of the shares in ``window``, by ``key``."""
     found: dict[K, Figures] = defaultdict(Figures)
-    for share in shares:
-        at = day(share)
-        if window.holds(at):
-            found[key(share)].add(share, at, prices)
+    first, end, is_priced = window.first, window.end, prices is not None
+    for share, at, cost in shares:
+        if first <= at < end:
+            found[key(share)].add_priced(share, cost, is_priced)
     return found
 
 
@@ -118,14 +137,14 @@ def model_name(model: str | None) -> Document:
 
 
 def by_model(
-    day_shares: Sequence[Share], window: Window, prices: PriceTable | None
+    day_shares: Sequence[Priced], window: Window, prices: PriceTable | None
 ) -> list[Document]:
     now = grouped(day_shares, window, prices, lambda s: s.model)
     before = grouped(day_shares, window.before(), prices, lambda s: s.model)
     return _rows(now, before, prices is not None, model_name)[0]
 
 
-def by_creator(day_shares: Sequence[Share], window: Window, prices: PriceTable | None) -> Document:
+def by_creator(day_shares: Sequence[Priced], window: Window, prices: PriceTable | None) -> Document:
     now = grouped(day_shares, window, prices, lambda s: s.who or UNKNOWN)
     before = grouped(day_shares, window.before(), prices, lambda s: s.who or UNKNOWN)
     rows, others = _rows(now, before, prices is not None, lambda c: {"creator": c}, TOP_CREATORS)
@@ -140,12 +159,9 @@ def by_agent(
 ) -> Document:
     """Agents costliest first; each agent share is priced on its span's first day
     (each span has one price per model)."""
-
-    def first_day(share: Share) -> int:
-        return cut[share.at][0]
-
-    now = grouped(agent_shares, window, prices, lambda s: s.who, first_day)
-    before = grouped(agent_shares, window.before(), prices, lambda s: s.who, first_day)
+    shares = with_costs(agent_shares, prices, lambda share: cut[share.at][0])
+    now = grouped(shares, window, prices, lambda s: s.who)
+    before = grouped(shares, window.before(), prices, lambda s: s.who)
     rows, others = _rows(
         now, before, prices is not None, lambda agent: {"agentId": agent}, TOP_AGENTS
     )
@@ -153,7 +169,7 @@ def by_agent(
 
 
 def totals(
-    day_shares: Sequence[Share], window: Window, prices: PriceTable | None
+    day_shares: Sequence[Priced], window: Window, prices: PriceTable | None
 ) -> tuple[Figures, Figures]:
     """The window's figures in all, and the window before's."""
     now = grouped(day_shares, window, prices, lambda s: 0).get(0, Figures())
@@ -162,7 +178,7 @@ def totals(
 
 
 def by_day(
-    day_shares: Sequence[Share], window: Window, prices: PriceTable | None
+    day_shares: Sequence[Priced], window: Window, prices: PriceTable | None
 ) -> dict[int, Figures]:
     found = grouped(day_shares, window, prices, lambda s: s.at)
     return {day: found.get(day, Figures()) for day in range(window.first, window.end)}

@@ -36,12 +36,16 @@ class Figures:
 
     def add(self, share: Share, day: int, prices: PriceTable | None) -> None:
         """Add ``share`` (runs on ``day``) at ``prices``."""
+        cost = prices.sums_cost(share.model, day, share.tokens) if prices is not None else None
+        self.add_priced(share, cost, prices is not None)
+
+    def add_priced(self, share: Share, cost: int | None, priced: bool) -> None:
+        """Add ``share`` whose cost is known (``priced``: there is a price table)."""
         self.runs += share.runs
         self.failed += share.failed
         self.tokens = add_tokens(self.tokens, share.tokens)
-        if prices is None:
+        if not priced:
             return
-        cost = prices.cost(share.model, day, tokens_json(share.tokens))
         if cost is None:
             self.unpriced_runs += share.runs
             self.unpriced_tokens = add_tokens(self.unpriced_tokens, share.tokens)

@@ -21,7 +21,17 @@ from ...types import Document
 from ..activity import Activity
 from ..overview import day_text, window
 from ..reader import HistoryReader
-from .breakdown import Window, by_agent, by_creator, by_day, by_model, spans, totals
+from .breakdown import (
+    Priced,
+    Window,
+    by_agent,
+    by_creator,
+    by_day,
+    by_model,
+    spans,
+    totals,
+    with_costs,
+)
 from .budget import Month, budget_view
 from .figures import change
 from .scan import scan
@@ -92,7 +102,7 @@ async def read(
 
 
 def money_window(
-    view: Document, shares: Sequence[Share], size: int, today: int, prices: PriceTable | None
+    view: Document, shares: Sequence[Priced], size: int, today: int, prices: PriceTable | None
 ) -> Document:
     """``view`` (a window of counts) with its money, the window before and the changes."""
     priced = prices is not None
@@ -132,16 +142,15 @@ def overview_data(
         counts = Counts(
             totals_of(got.day_shares, longest.first, longest.end), counts.durations, counts.tools
         )
+    shares = with_costs(got.day_shares, prices)
     windows = {
-        str(size): money_window(
-            window(counts, today=today, days=size), got.day_shares, size, today, prices
-        )
+        str(size): money_window(window(counts, today=today, days=size), shares, size, today, prices)
         for size in WINDOWS
     }
     selected = Window(today, days)
     return {
         "windows": windows,
         "byAgent": by_agent(got.agent_shares, spans(selected, prices), selected, prices),
-        "byCreator": by_creator(got.day_shares, selected, prices),
+        "byCreator": by_creator(shares, selected, prices),
         "budget": budget_view(got.day_shares, today, prices, tenant) if prices else None,
     }
