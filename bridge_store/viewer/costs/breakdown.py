@@ -75,11 +75,26 @@ def with_costs(
     """Each share with its day and its cost, worked out once for every table it is in."""
     if prices is None:
         return [(share, day(share), None) for share in shares]
-    cost = prices.sums_cost
-    found = []
+    # Thousands of shares, a few (model, day) prices: each looked up once.
+    known: dict[tuple[str | None, int], tuple[int, int, int, int] | None] = {}
+    found: list[Priced] = []
     for share in shares:
         at = day(share)
-        found.append((share, at, cost(share.model, at, share.tokens)))
+        key = (share.model, at)
+        if key not in known:
+            known[key] = prices.prices(share.model, at)
+        price = known[key]
+        if price is None:
+            found.append((share, at, None))
+            continue
+        tokens = share.tokens
+        cost = (
+            tokens[0] * price[0]
+            + tokens[1] * price[1]
+            + tokens[2] * price[2]
+            + tokens[3] * price[3]
+        )
+        found.append((share, at, cost))
     return found
 
 
