@@ -32,10 +32,12 @@ from .ops.availability import BACKEND_FAILURES, BackendAvailability
 from .ops.metrics import BackendView, Metrics, MetricsEndpoint
 from .ops.observe import CallObserver
 from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
+from .ops.spend import SpendFigures
 from .run_traces.counts import ExportCounts
 from .run_traces.settings import export_backend
 from .security.auth import Principal
 from .security.sealed_stores import sealing
+from .shares import RunShares, run_shares
 from .stores import OpenStack, ResolvedStores, Stores, StoreStack
 from .types import Answer
 from .urls import redact
@@ -153,6 +155,11 @@ class BridgeStoreServer:
             self.live_export = LiveExport(config.export_runs, queue, leases, self.export_counts)
             if self.metrics is not None:
                 self.metrics.add_run_export(self.export_counts)
+        #: Each tenant's spend and failures for /metrics, read from the store's sums.
+        self.spend: SpendFigures | None = None
+        if self.metrics is not None:
+            self.spend = SpendFigures(self._own_shares, config.prices, config.backend_timeout)
+            self.metrics.registry.register(self.spend)
         if self.metrics is not None:
             for one in self.served:
                 backend = one.backend
@@ -171,6 +178,10 @@ class BridgeStoreServer:
         takes them as they are); raises what a backend's start raises."""
         if self._started is None:
             self._started = await self.stack.open(migrate=self.config.migrate)
+
+    def _own_shares(self) -> RunShares | None:
+        own = self.serving().own
+        return run_shares(own.agents, own.runs)
 
     def serving(self) -> OpenStack:
         """The open stores; ``unavailable`` until the lifespan has opened them."""
@@ -275,7 +286,7 @@ class BridgeStoreServer:
         if metrics is not None:
             metrics_tokens = None if config.metrics_public else self.tokens
             endpoint_of_metrics = MetricsEndpoint(
-                metrics.registry, metrics_tokens, metrics.activity_collector
+                metrics.registry, metrics_tokens, metrics.activity_collector, self.spend
             )
             routes.append(Route(METRICS_PATH, endpoint_of_metrics, methods=["GET"]))
         if config.ui:

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 from .lifecycle.retain import RetentionSettings
+from .pricing.book import PriceBook
 from .run_traces.settings import ExportSettings
 from .security.auth import TokenRegistry
 from .security.encryption import Keyring
 from .stores import Routes
 from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
-from .viewer.prices import PriceTable
 from .viewer.session_keys import SessionKeys
 from .viewer.welcome import BridgeHint
 from .wire._compression import DEFAULT_COMPRESS_MIN_BYTES
@@ -37,8 +37,8 @@ class ServerConfig:
     it; 0 never compresses.
     ``metrics`` serves ``GET /metrics``, behind the bearer token unless
     ``metrics_public``. ``access_log`` logs one line per CallStore call.
-    ``ui`` serves the history viewer under ``/ui/``; ``prices`` turns its overview's
-    tokens into money.
+    ``ui`` serves the history viewer under ``/ui/``; ``prices`` (the price table,
+    read again on SIGHUP) turns its tokens into money.
     ``backend_timeout``: seconds one wait on a backend may take unless its URL says
     otherwise (:class:`~bridge_store.substores.BackendOptions`).
     ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
@@ -61,7 +61,7 @@ class ServerConfig:
     metrics_public: bool = False
     access_log: bool = False
     ui: bool = True
-    prices: PriceTable | None = None
+    prices: PriceBook | None = None
     backend_timeout: float = DEFAULT_BACKEND_TIMEOUT
     retain: RetentionSettings | None = None
     export_runs: ExportSettings | None = None

@@ -6,7 +6,9 @@ SIGHUP took its default action, which ends the process: one sent early in a star
 by a supervisor reloading a fleet or a closing terminal, killed serve. For serve, a
 SIGHUP is ignored from here on until serve replaces it with its own; what it would
 have reloaded is read at start anyway, and a change after that is seen within a
-second by the tokens file's polling.
+second by the tokens file's polling, and the price table is read again as soon as
+serve follows it if it changed since its first read. ``ui`` (which reads the price
+table again on SIGHUP too) is served the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 #: The commands that run a server.
-SERVING = frozenset({"serve", "demo"})
+SERVING = frozenset({"serve", "demo", "ui"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 and the optional capability a backend offers to answer them from its own indexes.
 
 CallStore lists one agent's runs by turn; a team lead asks for every run of the tenant,
-newest first (or longest, or costliest), filtered. :class:`RunHistory` is what a runs
+newest first (or longest, or with the most tokens, or costliest at the prices of the
+moment), filtered. :class:`RunHistory` is what a runs
 substore implements to answer that itself (the SQL backend, from summary columns of
 schema revision 0005); everywhere else the viewer reads the runs through CallStore and
 orders them here, with the same :func:`summarize_run` and :class:`RunKey`, so both ways
@@ -13,21 +14,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .contract import MAX_SAFE_INTEGER
 from .contract import _cursor_id as cursor_id  # one cursor format for every list
 from .contract import _cursor_integer as cursor_integer
 from .contract import _decode_cursor as decode_cursor
 from .contract import _encode_cursor as encode_cursor
+
+# TOKEN_KINDS is defined with the statistics (the price table reads it from there) and
+# read from here by every reader of a run's usage.
+from .statistics import TOKEN_KINDS as TOKEN_KINDS
 from .statistics import label
 from .types import Document
 
-#: The token counts a run's usage carries, in the order pages show them.
-TOKEN_KINDS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
-#: How the run list can be ordered: newest first, longest first, most tokens first.
-Sort = Literal["newest", "duration", "tokens"]
-SORTS: tuple[Sort, ...] = ("newest", "duration", "tokens")
+if TYPE_CHECKING:
+    from .pricing.table import PriceTable
+
+#: How the run list can be ordered: newest first, longest first, most tokens first,
+#: costliest first (with a price table).
+Sort = Literal["newest", "duration", "tokens", "cost"]
+SORTS: tuple[Sort, ...] = ("newest", "duration", "tokens", "cost")
+#: A cost's sort value is in millionths of a unit, within what a cursor carries.
+COST_KEY_SCALE = 10**9
 #: The sort value of a run without a duration or tokens: after every run that has one.
 MISSING = -1
 #: How a run without a recorded creator is shown, and the creator filter that finds it
@@ -140,9 +149,25 @@ class RunKey:
         )
 
 
-def run_key(sort: Sort, run: Document, summary: RunSummary) -> RunKey:
+def cost_key(cost: int | None) -> int:
+    """A cost (``pricing.money`` units) as the run list sorts it: whole millionths of a
+    unit (toward zero), within a cursor's integers; :data:`MISSING` for no cost."""
+    if cost is None:
+        return MISSING
+    micro = abs(cost) // COST_KEY_SCALE
+    return max(-MAX_SAFE_INTEGER, min(MAX_SAFE_INTEGER, -micro if cost < 0 else micro))
+
+
+def run_key(
+    sort: Sort, run: Document, summary: RunSummary, prices: PriceTable | None = None
+) -> RunKey:
     started = summary.started_at if summary.started_at is not None else 0
-    if sort == "duration":
+    if sort == "cost":
+        cost = None
+        if prices is not None:
+            cost = prices.run_cost(summary.model_id, summary.started_at, summary.tokens)
+        value = cost_key(cost)
+    elif sort == "duration":
         value = summary.duration_ms if summary.duration_ms is not None else MISSING
     elif sort == "tokens":
         value = summary.total_tokens if summary.total_tokens is not None else MISSING
@@ -171,6 +196,8 @@ class RunRow:
 
     run: Document
     creator: str | None
+    #: Its sort value as the backend ordered it by (the cost sort's, worked out there).
+    key: int | None = None
 
 
 @runtime_checkable
@@ -179,7 +206,9 @@ class RunHistory(Protocol):
 
     Pages are keyset pages, descending by :class:`RunKey` of ``sort``: the runs whose
     key is below ``after`` (all, without it), ``limit`` of them, matching ``filters``
-    (the workspace is the run's agent's ``cwd``). Only ``tenant``'s runs.
+    (the workspace is the run's agent's ``cwd``). Only ``tenant``'s runs. The
+    ``cost`` sort prices each run with ``prices`` (:func:`cost_key`) and gives each
+    row the value it sorted it by.
     """
 
     def covers(self, agents: object, runs: object) -> bool:
@@ -194,6 +223,7 @@ class RunHistory(Protocol):
         *,
         after: RunKey | None,
         limit: int,
+        prices: PriceTable | None = None,
     ) -> Sequence[RunRow]: ...
 
 

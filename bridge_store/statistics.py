@@ -23,6 +23,8 @@ from .contract import MAX_KEY_BYTES, is_storable_key
 from .types import Document
 
 DAY_MS = 24 * 60 * 60 * 1000
+#: The token counts a run's usage carries, in the order pages show them.
+TOKEN_KINDS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
 #: A run counts as failed with this status.
 FAILED = "error"
 #: The name a tool call without a usable one is counted under (as the transcript shows it).

@@ -192,7 +192,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             *("bridge_store", "types", "errors", "failures", "urls", "sort_keys", "wire."),
             *("substores", "hookspecs", "plugins", "contract", "stored_documents", "reaching"),
-            *("statistics", "history", "features", "stores", "toml_files"),
+            *("statistics", "history", "features", "stores", "toml_files", "shares", "pricing."),
         ),
     ),
     ("access: who calls, what they may see", ("security.", "dispatch", "connect")),

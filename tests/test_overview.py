@@ -9,17 +9,14 @@ equal to the log; revision 0006's backfill counts the events stored before it ex
 as appends do. Revision 0011's counts of each run, with its day and model, follow
 the run as it is created, moved and deleted, and are filled for counts from before;
 the top tools are then one range of one index. The overview made from the
-counts (days, models, nearest-rank percentiles, top tools, money) and the price table's
-checks are tested on their own.
+counts (days, models, nearest-rank percentiles, top tools) is tested on its own; money
+is tests/test_prices.py's and tests/test_costs.py's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import random
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,17 +24,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bridge_store.cli import main
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.errors import ConfigurationError
 from bridge_store.history import summarize_run
 from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.security.auth import Principal, Scope
 from bridge_store.statistics import DAY_MS, Counts, Duration, ToolCount, Totals, run_statistics
 from bridge_store.stores import OpenStores, Routes, open_stores
-from bridge_store.toml_files import MAX_TOML_BYTES
-from bridge_store.viewer.overview import percentile, priced, scan_counts, window
-from bridge_store.viewer.prices import PriceTable, load_prices
+from bridge_store.viewer.overview import percentile, scan_counts, window
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store_sql import overview
 from bridge_store_sql.backend import SqlBackend
@@ -309,114 +302,3 @@ def test_a_window_counts_its_days_models_and_tools() -> None:
     month = window(counts(), today=TODAY, days=30)
     assert month["total"]["runs"] == 8
     assert month["total"]["tools"]["byCalls"][0] == {"tool": "grep", "calls": 50, "failures": 0}
-
-
-def test_prices_turn_tokens_into_money_per_day_model_and_in_all(tmp_path: Path) -> None:
-    table = tmp_path / "prices.toml"
-    table.write_text(
-        'currency = "EUR"\n[models."composer-2"]\ninput = 1.0\noutput = 10\ncache_write = 2\n'
-        "[models.gpt-5]\ninput = 2\noutput = 8\ncache_read = 0.5\n"
-    )
-    week = priced(window(counts(), today=TODAY, days=7), load_prices(table))
-    assert week["currency"] == "EUR"
-    # composer-2 today: 1M input at 1 + 0.2M output at 10 + 10 cache writes at 2 per M.
-    assert week["byDay"][0]["cost"] == pytest.approx(1 + 2 + 20 / 1e6)
-    # gpt-5 yesterday: 0.5M input at 2 + 3M cache reads at 0.5.
-    assert week["byDay"][1]["cost"] == pytest.approx(1 + 1.5)
-    assert week["total"]["cost"] == pytest.approx(3 + 20 / 1e6 + 2.5)
-    assert {m["model"]: m["cost"] for m in week["byModel"]}["(none)"] is None
-    assert week["unpriced"] == ["(none)"]
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        (b"\xff\xfe", "not UTF-8 text"),
-        (b"[models\n", "not TOML"),
-        (b"price = 1\n[models.a]\ninput = 1\noutput = 1\n", "unknown key 'price'"),
-        (b"currency = 5\n[models.a]\ninput = 1\noutput = 1\n", "currency must be"),
-        (b"", "no [models."),
-        (b"models = 3\n", "no [models."),
-        (b"[models]\na = 1\n", "models.a must be a table"),
-        (b"[models.a]\ninput = 1\n", "models.a has no output price"),
-        (b"[models.a]\ninput = 1\noutput = 1\nreasoning = 2\n", "models.a.reasoning is not"),
-        (b"[models.a]\ninput = -1\noutput = 1\n", "models.a.input must be a number from 0"),
-        (b"[models.a]\ninput = nan\noutput = 1\n", "models.a.input must be a number from 0"),
-        (b"[models.a]\ninput = inf\noutput = 1\n", "models.a.input must be a number from 0"),
-        (b"[models.a]\ninput = true\noutput = 1\n", "models.a.input must be a number from 0"),
-        (b'[models.a]\ninput = "1"\noutput = 1\n', "models.a.input must be a number from 0"),
-        # Absurd: its product with a day's tokens overflowed to Infinity.
-        (b"[models.a]\ninput = 1e308\noutput = 1\n", "models.a.input must be a number from 0"),
-        (b"[models.a]\ninput = 1\noutput = 1_000_000_001\n", "to 1,000,000,000 (per million"),
-        (b"a = " + b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
-        (b"a = " + b"{b = " * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
-    ],
-)
-def test_a_wrong_price_table_is_one_line_naming_the_file(
-    tmp_path: Path, text: bytes, problem: str
-) -> None:
-    path = tmp_path / "prices.toml"
-    path.write_bytes(text)
-    with pytest.raises(ConfigurationError) as raised:
-        load_prices(path)
-    message = str(raised.value)
-    assert message.startswith(f"--prices {path}: ")
-    assert problem in message
-    assert "\n" not in message
-
-
-def test_a_price_table_past_the_size_bound_or_not_a_file_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--prices /dev/zero`` read until memory ran out; a FIFO waited for a writer."""
-    large = tmp_path / "large.toml"
-    large.write_bytes(b"[models.a]\ninput = 1\noutput = 1\n" + b"#" * MAX_TOML_BYTES)
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    problems = {
-        large: "larger than 1 MiB, too large to be a price table",
-        Path("/dev/zero"): "not a regular file (it is a FIFO, socket or device)",
-        fifo: "not a regular file (it is a FIFO, socket or device)",
-        tmp_path: "not a regular file (it is a directory)",
-    }
-    for path, problem in problems.items():
-        outcome: list[object] = []
-
-        def load(path: Path = path, outcome: list[object] = outcome) -> None:
-            try:
-                outcome.append(load_prices(path))
-            except BaseException as error:
-                outcome.append(error)
-
-        # In a thread with a bound, so a loader that blocks (the FIFO) fails the test.
-        reader = threading.Thread(target=load, daemon=True)
-        reader.start()
-        reader.join(10)
-        assert outcome, f"loading {path} did not finish within 10 s"
-        assert isinstance(outcome[0], ConfigurationError), f"{path}: {outcome[0]!r}"
-        assert str(outcome[0]) == f"--prices {path}: {problem}"
-    exact = tmp_path / "exact.toml"
-    text = b"[models.a]\ninput = 1\noutput = 1\n"
-    exact.write_bytes(text + b"#" * (MAX_TOML_BYTES - len(text)))
-    assert load_prices(exact).models == {"a": {"inputTokens": 1.0, "outputTokens": 1.0}}
-    # The command stops in that one line, before it opens the store.
-    store = f"sqlite:///{tmp_path / 'none.db'}"
-    assert main(["overview", "--prices", "/dev/zero", "--store", store]) == 2
-    assert capsys.readouterr().err == (
-        "bridge-store: --prices /dev/zero: not a regular file (it is a FIFO, socket or device)\n"
-    )
-
-
-def test_a_cost_that_would_overflow_is_null_in_every_json() -> None:
-    """A table built past load_prices' bound: the cost is None (JSON null), never inf."""
-    table = PriceTable("USD", {"composer-2": {"inputTokens": 1e308, "outputTokens": 0.0}})
-    week = priced(window(counts(), today=TODAY, days=7), table)
-    assert {m["model"]: m["cost"] for m in week["byModel"]}["composer-2"] is None
-    assert week["unpriced"] == ["(none)", "composer-2", "gpt-5"]
-    assert week["total"]["cost"] == 0
-    json.dumps(week, allow_nan=False)  # what overview --json prints: valid JSON
-
-
-def test_a_missing_price_table_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match=r"^--prices .*: cannot read it: No such file"):
-        load_prices(tmp_path / "nope.toml")

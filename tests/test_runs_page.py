@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import AsyncIterator
+from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from bridge_store.conformance.harness import StoreClient, agent, run
 from bridge_store.errors import Code, ConnectError
 from bridge_store.history import UNKNOWN, RunFilters, Sort, run_history, summarize_run
 from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.pricing.loader import parse_prices
+from bridge_store.pricing.table import PriceTable
 from bridge_store.security.auth import Principal, Scope
 from bridge_store.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer.activity import Activity
@@ -119,8 +123,11 @@ async def every_page(
     activity = Activity(lambda: stores, TENANT, lambda: index)
     pages = []
     cursor = None
+    prices = cost_table() if sort == "cost" else None
     while True:
-        page = await runs_page(reader, activity, filters, sort, cursor=cursor, limit=limit)
+        page = await runs_page(
+            reader, activity, filters, sort, cursor=cursor, limit=limit, prices=prices
+        )
         assert page.method == ("scan" if scan else "index")
         pages.append([(r.run["agentId"], r.run["runId"], r.creator) for r in page.rows])
         if page.next is None:
@@ -141,7 +148,29 @@ FILTERS = [
 ]
 
 
-@pytest.mark.parametrize("sort", ["newest", "duration", "tokens"])
+def cost_table() -> PriceTable:
+    """composer-2 priced, at another price from T0's day on; gpt-5 listed, unpriced."""
+    day = T0 // DAY
+    return parse_prices(
+        {
+            "models": {
+                "composer-2": [
+                    {"until": date(1970, 1, 1) + timedelta(days=day), "input": 1, "output": 3},
+                    {
+                        "from": date(1970, 1, 1) + timedelta(days=day),
+                        "input": 2,
+                        "output": 5,
+                        "cache_read": Decimal("0.25"),
+                    },
+                ],
+                "gpt-5": {},
+            }
+        },
+        "test",
+    )
+
+
+@pytest.mark.parametrize("sort", ["newest", "duration", "tokens", "cost"])
 async def test_the_index_and_the_scan_list_the_same_pages(opened: OpenStores, sort: Sort) -> None:
     for filters in FILTERS:
         indexed = await every_page(opened, filters, sort, scan=False)

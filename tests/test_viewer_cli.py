@@ -175,12 +175,39 @@ def test_overview_of_the_last_days_with_and_without_prices(
     ]
     prices = tmp_path / "prices.toml"
     prices.write_text('[models."composer-2"]\ninput = 1000\noutput = 1000\n')
-    code, out, _ = run_cli(
+    code, out, err = run_cli(
         capsys, "overview", "--to", "2026-05-28", "--prices", str(prices), "--json", *source
     )
-    week = json.loads(out)["windows"]["7"]
-    # (1,200 input + 340 output) tokens at 1,000 a million.
-    assert week["total"]["cost"] == pytest.approx(1.54)
+    if source[0] == "--store-callback-url":
+        # Through a server, the server's own table prices the pages.
+        assert code == 2
+        assert err.count("\n") == 1
+        assert "through a server the pages are priced with the server's own table" in err
+        return
+    data = json.loads(out)
+    week = data["windows"]["7"]
+    # (1,200 input + 340 output) tokens at 1,000 a million, exactly, as decimal text.
+    assert week["total"]["cost"] == "1.540000"
+    assert data["byCreator"]["rows"][0]["creator"] == SHORTHAND_TOKEN_NAME
+    assert data["byCreator"]["rows"][0]["cost"] == "1.540000"
+    # Costliest first; the other agent's run reported no usage: it cost nothing.
+    agents = data["byAgent"]["rows"]
+    assert [row["name"] for row in agents] == ["fix login", "write docs"]
+    assert (agents[1]["cost"], agents[1]["unpriced"]) == ("0.000000", None)
+    code, out, _ = run_cli(
+        capsys,
+        "overview",
+        "--to",
+        "2026-05-28",
+        "--prices",
+        str(prices),
+        "--by",
+        "agent",
+        *source,
+    )
+    assert code == 0
+    assert "fix login\t2\t1\t2,356\t0\t1.54 USD\t0.00 USD" in out
+    assert "By day" not in out
     prices.write_text("[models.x]\ninput = -1\noutput = 1\n")
     code, _, err = run_cli(capsys, "overview", "--prices", str(prices), *source)
     assert code == 2

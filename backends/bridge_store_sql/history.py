@@ -16,12 +16,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bridge_store.errors import invalid_argument
 from bridge_store.history import MISSING, UNKNOWN, RunFilters, RunKey, RunRow, Sort
+from bridge_store.pricing.table import PriceTable
+from bridge_store.shares import ModelUse, Share, Span
 from bridge_store.statistics import Counts
 from bridge_store.wire import jsontext
 
-from . import overview
+from . import overview, shares
 from .agents import SqlAgents
+from .cost_order import cost_value
 from .engine import Database
 from .runs import SqlRuns
 from .statements import Session
@@ -29,7 +33,11 @@ from .tables import agents as a
 from .tables import runs as t
 
 
-def _sort_value(sort: Sort) -> sa.ColumnElement[int]:
+def _sort_value(sort: Sort, prices: PriceTable | None) -> sa.ColumnElement[int]:
+    if sort == "cost":
+        if prices is None:
+            raise invalid_argument("sort=cost needs a price table")
+        return cost_value(prices)
     if sort == "duration":
         return sa.func.coalesce(t.c.duration_ms, MISSING)
     if sort == "tokens":
@@ -38,10 +46,17 @@ def _sort_value(sort: Sort) -> sa.ColumnElement[int]:
 
 
 def runs_query(
-    tenant: str, filters: RunFilters, sort: Sort, *, after: RunKey | None, limit: int
+    tenant: str,
+    filters: RunFilters,
+    sort: Sort,
+    *,
+    after: RunKey | None,
+    limit: int,
+    prices: PriceTable | None = None,
 ) -> sa.Select[Any]:
-    """A page of the tenant's runs in ``sort`` order, descending, after ``after``."""
-    value = _sort_value(sort)
+    """A page of the tenant's runs in ``sort`` order, descending, after ``after``; each
+    row's document, creator and sort value."""
+    value = _sort_value(sort, prices)
     conditions: list[sa.ColumnElement[bool]] = [t.c.tenant == tenant]
     if filters.status is not None:
         conditions.append(t.c.status == filters.status)
@@ -70,12 +85,13 @@ def runs_query(
     order = [value.desc(), t.c.started_at.desc(), t.c.agent_id.desc(), t.c.run_id.desc()]
     if sort == "newest":
         order = order[1:]
-    return sa.select(t.c.doc, t.c.created_by).where(*conditions).order_by(*order).limit(limit)
+    query = sa.select(t.c.doc, t.c.created_by, value)
+    return query.where(*conditions).order_by(*order).limit(limit)
 
 
 class HistoryRuns(SqlRuns):
-    """The runs substore, which also lists runs across agents (RunHistory) and counts
-    the overview (RunStatistics)."""
+    """The runs substore, which also lists runs across agents (RunHistory), counts the
+    overview (RunStatistics) and sums who spent what (RunShares)."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
@@ -97,14 +113,18 @@ class HistoryRuns(SqlRuns):
         *,
         after: RunKey | None,
         limit: int,
+        prices: PriceTable | None = None,
     ) -> Sequence[RunRow]:
-        query = runs_query(tenant, filters, sort, after=after, limit=limit)
+        query = runs_query(tenant, filters, sort, after=after, limit=limit, prices=prices)
 
-        def work(conn: Session) -> list[tuple[str, str | None]]:
-            return [(row[0], row[1]) for row in conn.execute(query)]
+        def work(conn: Session) -> list[tuple[str, str | None, Any]]:
+            return [(row[0], row[1], row[2]) for row in conn.execute(query)]
 
         rows = await self._history_db.read(work, what="runs.history")
-        return [RunRow(jsontext.loads_document(doc), creator) for doc, creator in rows]
+        return [
+            RunRow(jsontext.loads_document(doc), creator, int(key) if sort == "cost" else None)
+            for doc, creator, key in rows
+        ]
 
     async def counts(self, tenant: str, *, since: int, until: int) -> Counts:
         """The overview's counts (RunStatistics), from the summaries and tool counts."""
@@ -115,3 +135,24 @@ class HistoryRuns(SqlRuns):
         # Three statements outside a transaction: a run written between them can only
         # be in one count and not another, as a page read a moment later would show.
         return await self._history_db.read(work, what="runs.overview")
+
+    async def day_shares(self, tenant: str, first_day: int, end_day: int) -> list[Share]:
+        def work(conn: Session) -> list[Share]:
+            return shares.day_shares(conn, tenant, first_day, end_day)
+
+        return await self._history_db.read(work, what="runs.shares")
+
+    async def agent_shares(self, tenant: str, spans: Sequence[Span]) -> list[Share]:
+        def work(conn: Session) -> list[Share]:
+            return shares.agent_shares(conn, tenant, spans)
+
+        return await self._history_db.read(work, what="runs.shares")
+
+    async def tenant_shares(self, first_day: int, end_day: int) -> list[tuple[str, Share]]:
+        def work(conn: Session) -> list[tuple[str, Share]]:
+            return shares.tenant_shares(conn, first_day, end_day)
+
+        return await self._history_db.read(work, what="runs.shares")
+
+    async def models_seen(self) -> list[ModelUse]:
+        return await self._history_db.read(shares.models_seen, what="runs.models")

@@ -1,7 +1,9 @@
-"""The overview's counts, from revision 0005's run summaries and 0011's tool counts.
+"""The overview's counts, from revision 0005's run summaries, 0011's tool counts and
+0013's per-day sums.
 
 Three statements over one tenant's runs of a range of days: the runs, failures and
-token sums per (day, model), and the durations of the runs that have one (the medians
+token sums per (day, model) (for a range of whole days, revision 0013's ``run_days``,
+a few rows a day, rather than every run), and the durations of the runs that have one (the medians
 and 95th percentiles are taken from them by the caller, the same way for every
 backend), each a range of the index ``ix_runs_started`` (tenant, started_at, ...);
 and the tool calls and failures per (day, model, tool), a range of revision 0011's
@@ -17,6 +19,7 @@ import sqlalchemy as sa
 
 from bridge_store.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals
 
+from . import shares
 from .statements import Session
 from .tables import run_tool_days as c
 from .tables import runs as r
@@ -84,11 +87,14 @@ def _int(value: Any) -> int:
 def count(session: Session, tenant: str, since: int, until: int) -> Counts:
     """Every count of the overview (one unit of work: three statements)."""
     counts = Counts()
-    for row in session.execute(totals_query(tenant, since, until)):
-        day, model, runs, failed, *tokens = row
-        counts.totals.append(
-            Totals(int(day), model, _int(runs), _int(failed), *(_int(t) for t in tokens))
-        )
+    if since % DAY_MS == 0 and until % DAY_MS == 0:
+        counts.totals = shares.day_totals(session, tenant, since // DAY_MS, until // DAY_MS)
+    else:
+        for row in session.execute(totals_query(tenant, since, until)):
+            day, model, runs, failed, *tokens = row
+            counts.totals.append(
+                Totals(int(day), model, _int(runs), _int(failed), *(_int(t) for t in tokens))
+            )
     for day, model, ms in session.execute(durations_query(tenant, since, until)):
         counts.durations.append(Duration(int(day), model, int(ms)))
     for day, model, tool, calls, failures in session.execute(tools_query(tenant, since, until)):

@@ -196,6 +196,55 @@ run_tool_days = sa.Table(
     sqlite_with_rowid=False,
 )
 
+
+def _token_sum(name: str) -> sa.Column[int]:
+    # A sum of token counts, each within 2^53: NUMERIC on Postgres, where a bigint sum
+    # of hostile counts would overflow and fail the run's write; SQLite's integer turns
+    # into a float past 2^63 instead of failing.
+    kind = sa.BigInteger().with_variant(sa.Numeric(), "postgresql")
+    return sa.Column(name, kind, nullable=False)
+
+
+def _share_sums() -> list[sa.Column[int]]:
+    return [
+        sa.Column("runs", sa.BigInteger(), nullable=False),
+        sa.Column("failed", sa.BigInteger(), nullable=False),
+        *(_token_sum(name) for name in SHARE_TOKEN_COLUMNS),
+    ]
+
+
+#: The token sums of revision 0013's share tables, in ``history.TOKEN_KINDS`` order.
+SHARE_TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+#: Revision 0013: per UTC day, the runs, failures and token sums of each model and
+#: creator (``model_key`` and ``creator_key`` are '' for none: a key cannot be NULL),
+#: kept by triggers on ``runs`` (see the revision); by-day, by-model and by-creator
+#: figures, the month's spend and /metrics read ranges of days of it.
+run_days = sa.Table(
+    "run_days",
+    metadata,
+    _tenant(),
+    sa.Column("day", sa.BigInteger(), primary_key=True, autoincrement=False),
+    sa.Column("model_key", _id(), primary_key=True),
+    sa.Column("creator_key", _id(), primary_key=True),
+    *_share_sums(),
+    # /metrics sums every tenant's days of this month: one range of days.
+    sa.Index("ix_run_days_day", "day", "tenant"),
+    sqlite_with_rowid=False,
+)
+
+#: Revision 0013: the same per UTC day, agent and model.
+run_agent_days = sa.Table(
+    "run_agent_days",
+    metadata,
+    _tenant(),
+    sa.Column("day", sa.BigInteger(), primary_key=True, autoincrement=False),
+    sa.Column("agent_id", _id(), primary_key=True),
+    sa.Column("model_key", _id(), primary_key=True),
+    *_share_sums(),
+    sqlite_with_rowid=False,
+)
+
 checkpoint_blobs = sa.Table(
     "checkpoint_blobs",
     metadata,
@@ -232,6 +281,17 @@ TOOL_COUNT_TRIGGERS = frozenset(
         "run_tool_days_counted",
         "run_tool_days_recounted",
         "run_tool_days_uncounted",
+    }
+)
+
+#: Revision 0013's triggers on ``runs``, which keep ``run_days`` and ``run_agent_days``
+#: (by name on both dialects; Postgres runs them through one plpgsql function).
+SHARE_TRIGGERS = frozenset(
+    {
+        "run_days_run_created",
+        "run_days_run_deleted",
+        "run_days_run_changed",
+        "run_days_run_moved",
     }
 )
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigurationError
 from ..history import SORTS
 from ..viewer import queries
+from .shared.price_options import add_prices_argument
 from .shared.read_options import add_read_arguments, run_paging, tenant_hint
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     across.add_argument("--cursor", help="continue from the cursor printed after a page")
     runs.add_argument("--json", action="store_true", help="one JSON document per line")
+    add_prices_argument(runs)
     add_read_arguments(runs)
 
 

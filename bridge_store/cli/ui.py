@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 
 from .. import __version__
 from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
@@ -68,7 +69,20 @@ def run(args: argparse.Namespace) -> int:
         log_level="warning",
         **UVICORN_SETTINGS,
     )
-    return run_announcing(config, ready, listener)
+    if prices.path is None:
+        return run_announcing(config, ready, listener)
+
+    async def follow_prices() -> None:
+        # SIGHUP reads the price table again, as for serve (see PriceBook).
+        loop = asyncio.get_running_loop()
+        prices.follow_on(loop)
+        loop.add_signal_handler(signal.SIGHUP, prices.request_reload)
+
+    signal.signal(signal.SIGHUP, lambda signum, frame: prices.request_reload())
+    try:
+        return run_announcing(config, ready, listener, follow_prices)
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 async def _open_and_close(stack: StoreStack) -> None:

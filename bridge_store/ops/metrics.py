@@ -54,6 +54,7 @@ from ..stores import Stores
 from ..substores import PoolStats
 from .activity import ActivityCollector, ActivityCounts
 from .metered import StoreCounts
+from .spend import SpendFigures
 
 #: The label value of a substore or method outside the method table, and of requests
 #: refused before their body named one (bad token, unknown content type, too large).
@@ -327,8 +328,10 @@ class MetricsEndpoint:
 
     The whole registry spans every tenant, so it is the operator's: a token of scope
     ``operator`` (the one-token shorthand is one). A tenant's ``admin`` token reads its
-    own tenant's activity series alone, through a registry of that one collector, and
-    never a figure that other tenants' calls add to (calls, bytes, backends, process).
+    own tenant's activity series alone (and its spend and failures, ``spend``), through
+    a registry of those collectors, and never a figure that other tenants' calls add to
+    (calls, bytes, backends, process). ``spend`` is read from the store first, when its
+    last read is old (:class:`~bridge_store.ops.spend.SpendFigures`).
     No token or an unknown one is 401, a valid token below ``admin`` 403 naming the
     scope it lacks. ``tokens`` None serves the whole registry without auth
     (``--metrics-public``: whoever can reach it is the operator).
@@ -339,12 +342,16 @@ class MetricsEndpoint:
         registry: CollectorRegistry,
         tokens: TokenRegistry | None,
         activity: ActivityCollector,
+        spend: SpendFigures | None = None,
     ) -> None:
         self._exposition = make_asgi_app(registry)
         self._tokens = tokens
         self._activity = activity
+        self._spend = spend
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._spend is not None:
+            await self._spend.refresh()
         if self._tokens is None:
             await self._exposition(scope, receive, send)
             return
@@ -371,16 +378,18 @@ class MetricsEndpoint:
     def _tenant_registry(self, tenant: str) -> CollectorRegistry:
         """A registry of ``tenant``'s activity series alone, for one scrape."""
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_TenantActivity(self._activity, tenant))
+        registry.register(_TenantView(self._activity.collect_tenant, tenant))
+        if self._spend is not None:
+            registry.register(_TenantView(self._spend.collect_tenant, tenant))
         return registry
 
 
-class _TenantActivity:
-    """The activity collector, seen as one tenant."""
+class _TenantView:
+    """A collector's series of one tenant (``collect_tenant``), as a collector."""
 
-    def __init__(self, activity: ActivityCollector, tenant: str) -> None:
-        self._activity = activity
+    def __init__(self, collect_tenant: Callable[[str], Iterable[Metric]], tenant: str) -> None:
+        self._collect_tenant = collect_tenant
         self._tenant = tenant
 
     def collect(self) -> Iterable[Metric]:
-        return self._activity.collect_tenant(self._tenant)
+        return self._collect_tenant(self._tenant)

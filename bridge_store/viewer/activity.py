@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..history import UNKNOWN, RunHistory
+from ..shares import RunShares
 from ..statistics import RunStatistics
 from ..stores import Stores
 from ..types import Document
@@ -28,6 +29,8 @@ class Activity:
     history: Callable[[], RunHistory | None] = field(default=lambda: None)
     #: The backend's own counts for the overview, likewise.
     statistics: Callable[[], RunStatistics | None] = field(default=lambda: None)
+    #: The backend's own per-day sums of who spent what, likewise.
+    shares: Callable[[], RunShares | None] = field(default=lambda: None)
 
     async def agent_creators(self, agent_ids: Sequence[str]) -> dict[str, str]:
         """Agent id -> its creator's token name (:data:`UNKNOWN` when none is recorded)."""

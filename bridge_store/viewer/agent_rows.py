@@ -3,14 +3,19 @@
 The SDK names every agent it is not given a name for "New Agent", so a list of them
 says nothing; such an agent is shown by its first prompt instead (the first user
 text of its first run). Each row also carries its last run's status (and tokens) and
-the tokens of all its runs. An agent's runs are read whole, as the agent page reads
-them (an agent has few runs next to its events); the prompt costs one read of the
-first run's first events, and only for agents without a name of their own.
+the tokens of all its runs, and its activity: its runs on each of the last
+:data:`ACTIVITY_DAYS` UTC days, drawn as a sparkline. An agent's runs are read whole,
+as the agent page reads them (an agent has few runs next to its events); the prompt
+costs one read of the first run's first events, and only for agents without a name
+of their own.
 """
 
 from __future__ import annotations
 
+import time
+
 from ..history import summarize_run
+from ..statistics import DAY_MS
 from ..types import Document
 from .reader import HistoryReader
 from .transcript import Text, TranscriptBuilder
@@ -22,6 +27,8 @@ DEFAULT_AGENT_NAME = "New Agent"
 PROMPT_EVENTS = 50
 #: A prompt shown as a name is cut to this many characters.
 NAME_CHARS = 80
+#: The days of an agent's activity sparkline, today the last.
+ACTIVITY_DAYS = 14
 
 
 def has_own_name(agent: Document) -> bool:
@@ -51,8 +58,22 @@ async def display_name(reader: HistoryReader, agent: Document, first_run: str | 
     return prompt or str(agent.get("name") or agent["agentId"])
 
 
+def activity(runs: list[Document], today: int) -> list[int]:
+    """Runs started on each of the :data:`ACTIVITY_DAYS` days ending ``today``, oldest first."""
+    first = today - ACTIVITY_DAYS + 1
+    counts = [0] * ACTIVITY_DAYS
+    for run in runs:
+        started = summarize_run(run).started_at
+        day = (started if started is not None else 0) // DAY_MS
+        if first <= day <= today:
+            counts[day - first] += 1
+    return counts
+
+
 async def agent_rows(reader: HistoryReader, agents: list[Document]) -> list[Document]:
-    """Each agent with ``displayName``, ``lastRun`` and ``totalTokens`` (of all runs)."""
+    """Each agent with ``displayName``, ``lastRun``, ``totalTokens`` (of all runs) and
+    ``activity`` (its runs a day over the last days)."""
+    today = time.time_ns() // 1_000_000 // DAY_MS
     rows = []
     for agent in agents:
         runs = await reader.all_runs(agent["agentId"])
@@ -75,6 +96,7 @@ async def agent_rows(reader: HistoryReader, agents: list[Document]) -> list[Docu
                     "totalTokens": totals[-1],
                 },
                 "totalTokens": sum(reported) if reported else None,
+                "activity": activity(runs, today),
             }
         )
     return rows

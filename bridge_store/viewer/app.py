@@ -7,12 +7,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from starlette.applications import Starlette
 
 from ..history import run_history
+from ..pricing.book import PriceBook
 from ..security.auth import Principal, TokenRegistry
+from ..shares import run_shares
 from ..statistics import run_statistics
 from ..stores import OpenStack, Stores
 from .activity import Activity
 from .pages import Context
-from .prices import PriceTable
 from .reader import HistoryReader, in_process
 from .search import search_index, searcher_for
 from .session import Sessions
@@ -34,7 +35,7 @@ def token_principal(tokens: TokenRegistry) -> Callable[[str], Awaitable[Principa
 def create_viewer(
     stack: Callable[[], OpenStack],
     tokens: TokenRegistry,
-    prices: PriceTable | None = None,
+    prices: PriceBook | None = None,
     *,
     bridge_hint: BridgeHint | None = None,
     session_keys: SessionKeys | None = None,
@@ -43,9 +44,10 @@ def create_viewer(
     later, and it raises ``unavailable`` until they have).
 
     Pages read its served stores; search looks for a backend's own index beneath them,
-    and the run list and overview for a backend's own summaries. ``prices`` turn the
-    overview's tokens into money. ``bridge_hint`` says where a bridge finds the server's
-    token, for the empty agents page; None for a viewer without a CallStore endpoint.
+    and the run list and overview for a backend's own summaries. ``prices`` turn tokens
+    into money (the table of the moment: the book reads its file again on SIGHUP).
+    ``bridge_hint`` says where a bridge finds the server's token, for the empty agents
+    page; None for a viewer without a CallStore endpoint.
     ``session_keys`` seal and end its sessions: those every worker of ``serve
     --workers`` shares; by default new ones, for a server of one process.
     """
@@ -72,6 +74,7 @@ def create_viewer(
             principal.tenant,
             history=lambda: run_history(unwrapped().agents, unwrapped().runs),
             statistics=lambda: run_statistics(unwrapped().agents, unwrapped().runs),
+            shares=lambda: run_shares(unwrapped().agents, unwrapped().runs),
         )
         welcome = Welcome(principal.tenant, bridge_hint, tenants if store_wide else None)
         return Context(

@@ -2,12 +2,13 @@
 
 Runs, failed runs, tokens (input, output, cache read, cache write), the median and
 95th percentile of the durations, and the tools with the most calls and the most
-failures; with a price table, the same tokens as money. Made from the
+failures. Made from the
 :class:`~bridge_store.statistics.Counts` of the last 30 days (the 7 days are a part of
 them), counted by the backend when it can (:class:`~bridge_store.statistics.
 RunStatistics`: SQL, from summaries kept as runs are written and events appended) or
 by reading every run of those days and its events through the reader (a scan, whose
-cost docs/viewer.md gives).
+cost docs/viewer.md gives). What the runs cost, and who spent it, is
+:mod:`.costs`'s.
 
 Percentiles are nearest-rank: the value at rank ``ceil(p/100 * n)`` of the ``n``
 sorted durations, so the median of 4 runs is the second, and a p95 is always a
@@ -26,7 +27,6 @@ from ..history import TOKEN_KINDS, summarize_run
 from ..statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, tool_outcome
 from ..types import Document
 from .activity import Activity
-from .prices import PriceTable
 from .reader import HistoryReader
 
 WINDOWS = (7, 30)
@@ -178,37 +178,4 @@ def window(counts: Counts, *, today: int, days: int) -> Document:
             for model in models
             if by_model[model].totals
         ],
-        "cells": [
-            {"day": day_text(row.day), "model": row.model, "tokens": _tokens([row])}
-            for row in whole.totals
-        ],
-    }
-
-
-def priced(view: Document, prices: PriceTable) -> Document:
-    """``view`` (a window) with what its tokens cost, by day, model and in all.
-
-    From its cells (tokens per day and model): a day's cost is that of its models'
-    tokens at each model's prices. Tokens of a model the table does not price are left
-    out of every cost and counted in ``unpriced`` runs' models.
-    """
-    by_day: dict[str, float] = defaultdict(float)
-    by_model: dict[str, float] = defaultdict(float)
-    unpriced: set[str] = set()
-    for cell in view["cells"]:
-        model = cell["model"]
-        cost = prices.cost(model, cell["tokens"])
-        name = model if model is not None else NO_MODEL
-        if cost is None:
-            unpriced.add(name)
-            continue
-        by_day[cell["day"]] += cost
-        by_model[name] += cost
-    return {
-        **view,
-        "currency": prices.currency,
-        "unpriced": sorted(unpriced),
-        "total": {**view["total"], "cost": sum(by_model.values())},
-        "byDay": [{**row, "cost": by_day.get(row["day"], 0.0)} for row in view["byDay"]],
-        "byModel": [{**row, "cost": by_model.get(row["model"])} for row in view["byModel"]],
     }

@@ -15,14 +15,18 @@ from starlette.datastructures import QueryParams
 
 from ..errors import invalid_argument, not_found
 from ..history import SORTS, RunFilters, Sort, summarize_run
+from ..pricing.book import PriceBook
+from ..pricing.money import cost_text
+from ..pricing.table import PriceTable
 from ..security.auth import Principal
 from ..types import Document
-from . import queries
+from . import charts, queries
 from .activity import Activity
-from .agent_rows import agent_rows, display_name
+from .agent_rows import agent_rows, display_name, has_own_name
+from .costs import page as cost_page
+from .costs.scan import SCAN_LIMIT
 from .outline import outline
-from .overview import WINDOWS, overview_counts, priced, window
-from .prices import PriceTable
+from .overview import day_text
 from .reader import HistoryReader
 from .runs_list import runs_page
 from .search import Searcher, search
@@ -56,13 +60,28 @@ class Context:
     activity: Activity
     #: Who is signed in: every page says so.
     principal: Principal
-    #: What the overview prices tokens at (``--prices``), if anything.
-    prices: PriceTable | None = None
+    #: What pages price tokens at (``--prices``, read again on SIGHUP), if anything.
+    prices: PriceBook | None = None
     welcome: Welcome | None = None
     server_url: str = ""
     #: The principal holds the server's one token (serve's shorthand, ``ui``'s), whose
     #: name is no person's: pages say "the server's token" rather than its name.
     server_token: bool = False
+    #: Runs the overview reads at most on a store that keeps no per-day sums (None:
+    #: every one; the CLI reading a store itself).
+    scan_limit: int | None = SCAN_LIMIT
+
+    def price_table(self) -> PriceTable | None:
+        return self.prices.table if self.prices is not None else None
+
+    def prices_json(self) -> Document | None:
+        """Which table priced a page (its currency, version), and why the file's last
+        read was not taken, if it was not; None without a table."""
+        table = self.price_table()
+        if table is None:
+            return None
+        problem = self.prices.problem if self.prices is not None else None
+        return {**table.describe(), "problem": problem}
 
     def signed_in(self) -> Document:
         signed_in: Document = {"name": self.principal.name, "tenant": self.principal.tenant}
@@ -123,7 +142,15 @@ async def agent(context: Context, params: QueryParams) -> View:
     name = await display_name(context.reader, data["agent"], first_run)
     [agent] = await context.activity.with_agent_creators([data["agent"]])
     data["agent"] = {**agent, "displayName": name}
-    data["runs"] = await context.activity.with_run_creators(data["runs"])
+    prices = context.price_table()
+    data["runs"] = priced_runs(await context.activity.with_run_creators(data["runs"]), prices)
+    data["priced"] = prices is not None
+    data["prices"] = context.prices_json()
+    if prices is not None:
+        # Every run's cost, exactly, and how many have none (unpriced or no usage).
+        costs = [run_cost(run, prices) for run in data["runs"]]
+        data["cost"] = cost_text(sum(cost for cost in costs if cost is not None))
+        data["unpricedRuns"] = sum(1 for cost in costs if cost is None)
     return View("agent.html", name, data)
 
 
@@ -156,6 +183,7 @@ async def runs(context: Context, params: QueryParams) -> View:
     """Every run of the tenant across agents, newest (or longest, costliest) first."""
     sort = run_sort(params)
     cursor = params.get("cursor") or None
+    prices = context.price_table()
     page = await runs_page(
         context.reader,
         context.activity,
@@ -163,6 +191,7 @@ async def runs(context: Context, params: QueryParams) -> View:
         sort,
         cursor=cursor,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_RUNS_PAGE),
+        prices=prices,
     )
     data: Document = {
         "filters": {
@@ -170,46 +199,77 @@ async def runs(context: Context, params: QueryParams) -> View:
             for name in ("status", "model", "cwd", "since", "until", "by")
         },
         "sort": sort,
-        "runs": await queries.run_rows(context.reader, page.rows),
+        "runs": priced_runs(await queries.run_rows(context.reader, page.rows), prices),
         "cursor": cursor,
         "next": page.next,
         "limit": params.get("limit") or None,
         "method": page.method,
         "statuses": list(queries.RUN_STATUSES),
-        "sorts": list(SORTS),
+        "sorts": [one for one in SORTS if one != "cost" or prices is not None],
+        "priced": prices is not None,
+        "prices": context.prices_json(),
     }
     return View("runs.html", "Runs", data)
 
 
+def priced_runs(rows: list[Document], prices: PriceTable | None) -> list[Document]:
+    """Each run with its ``cost`` at the prices in force on its day (decimal text; None:
+    unpriced or no usage), when there is a price table."""
+    if prices is not None:
+        for row in rows:
+            row["cost"] = cost_text(run_cost(row, prices))
+    return rows
+
+
+def run_cost(run: Document, prices: PriceTable) -> int | None:
+    summary = summarize_run(run)
+    return prices.run_cost(summary.model_id, summary.started_at, summary.tokens)
+
+
 async def overview(context: Context, params: QueryParams) -> View:
     """The last 7 and 30 days (ending ``to``, a UTC date, today unless given) per day and
-    per model; ``days`` picks which of the two the page details."""
-    days = params.get("days") or str(WINDOWS[0])
-    if days not in {str(size) for size in WINDOWS}:
-        raise invalid_argument(f"days must be one of {', '.join(map(str, WINDOWS))}")
+    per model, and for the one ``days`` picks, who spent what against the days before
+    and the month's budget; priced with the table of the moment."""
+    days = params.get("days") or str(cost_page.WINDOWS[0])
+    if days not in {str(size) for size in cost_page.WINDOWS}:
+        raise invalid_argument(f"days must be one of {', '.join(map(str, cost_page.WINDOWS))}")
     to = queries.utc_day(params.get("to"), "to")
     today = (to if to is not None else queries.now_ms()) // queries.DAY_MS
-    longest = max(WINDOWS)
-    if today - longest + 1 < 0:
+    if today - 2 * max(cost_page.WINDOWS) + 1 < 0:
         # Runs have no time before 1970 (a run without one is at 0): nor has a window.
-        raise invalid_argument("to must be a day after 1970-01-30")
-    counts, method = await overview_counts(
-        context.reader,
-        context.activity,
-        since=(today - longest + 1) * queries.DAY_MS,
-        until=(today + 1) * queries.DAY_MS,
+        raise invalid_argument("to must be a day after 1970-03-01")
+    prices = context.price_table()
+    got = await cost_page.read(
+        context.reader, context.activity, today, int(days), prices, context.scan_limit
     )
-    windows = {str(size): window(counts, today=today, days=size) for size in WINDOWS}
-    if context.prices is not None:
-        windows = {size: priced(view, context.prices) for size, view in windows.items()}
     data: Document = {
         "days": int(days),
-        "to": windows[days]["to"],
-        "method": method,
-        "priced": context.prices is not None,
-        "windows": windows,
+        "to": day_text(today),
+        "method": got.method,
+        "priced": prices is not None,
+        "prices": context.prices_json(),
     }
+    if got.too_large is not None:
+        data["tooLarge"] = {"runs": got.too_large}
+        return View("overview.html", "Overview", data)
+    data.update(cost_page.overview_data(got, today, int(days), prices, context.activity.tenant))
+    await name_agents(context, data["byAgent"]["rows"])
+    data["charts"] = charts.overview_charts(data, prices)
     return View("overview.html", f"Overview: last {days} days", data)
+
+
+async def name_agents(context: Context, rows: list[Document]) -> None:
+    """Each agent row's name, as the agents list shows it."""
+    for row in rows:
+        found = await context.reader.agent(row["agentId"])
+        if found is None:
+            row["name"] = row["agentId"]
+            continue
+        first = None
+        if not has_own_name(found):
+            page = await context.reader.runs(row["agentId"], cursor=None, limit=1)
+            first = page.items[0]["runId"] if page.items else None
+        row["name"] = await display_name(context.reader, found, first)
 
 
 async def run(context: Context, params: QueryParams) -> View:
@@ -220,7 +280,11 @@ async def run(context: Context, params: QueryParams) -> View:
         after=params.get("after") or None,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_EVENTS_PAGE),
     )
-    [data["run"]] = await context.activity.with_run_creators([data["run"]])
+    [data["run"]] = priced_runs(
+        await context.activity.with_run_creators([data["run"]]), context.price_table()
+    )
+    data["priced"] = context.price_table() is not None
+    data["prices"] = context.prices_json()
     name = (data["agent"] or {}).get("name") or data["run"]["agentId"]
     return View("run.html", f"{name}: turn {data['run'].get('turnNumber')}", data)
 

@@ -16,8 +16,10 @@ Cursors are :class:`~bridge_store.history.RunKey` positions either way.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from ..errors import invalid_argument
 from ..history import (
     RunFilters,
     RunKey,
@@ -27,6 +29,7 @@ from ..history import (
     run_key,
     summarize_run,
 )
+from ..pricing.table import PriceTable
 from ..types import Document
 from .activity import Activity
 from .reader import FULL_PAGE, HistoryReader
@@ -49,22 +52,35 @@ async def runs_page(
     *,
     cursor: str | None,
     limit: int,
+    prices: PriceTable | None = None,
 ) -> RunsPage:
-    """One page of the run list for the reader's (and activity's) tenant."""
+    """One page of the run list for the reader's (and activity's) tenant; the ``cost``
+    sort prices runs with ``prices`` (invalid_argument without a table)."""
+    if sort == "cost" and prices is None:
+        raise invalid_argument("sort=cost needs a price table (serve --prices)")
     after = parse_run_key(cursor, sort)
     index = activity.history()
     if index is not None:
         rows = list(
-            await index.runs_page(activity.tenant, filters, sort, after=after, limit=limit + 1)
+            await index.runs_page(
+                activity.tenant, filters, sort, after=after, limit=limit + 1, prices=prices
+            )
         )
         method = "index"
     else:
-        rows = await _scan(reader, activity, filters, sort, after=after, limit=limit + 1)
+        rows = await _scan(
+            reader, activity, filters, sort, after=after, limit=limit + 1, prices=prices
+        )
         method = "scan"
     page = rows[:limit]
     more = len(rows) > limit
-    last = page[-1].run if page else None
-    next_cursor = run_key(sort, last, summarize_run(last)).cursor(sort) if more and last else None
+    next_cursor = None
+    if more and page:
+        last = page[-1]
+        key = run_key(sort, last.run, summarize_run(last.run), prices)
+        if last.key is not None:  # the value the backend sorted by, as it worked it out
+            key = dataclasses.replace(key, value=last.key)
+        next_cursor = key.cursor(sort)
     return RunsPage(page, next_cursor, method)
 
 
@@ -76,6 +92,7 @@ async def _scan(
     *,
     after: RunKey | None,
     limit: int,
+    prices: PriceTable | None,
 ) -> list[RunRow]:
     of_cwd = await _agents_of(reader, filters.cwd) if filters.cwd is not None else None
     keyed: list[tuple[RunKey, Document]] = []
@@ -86,7 +103,7 @@ async def _scan(
                 continue
             if of_cwd is not None and run["agentId"] not in of_cwd:
                 continue
-            key = run_key(sort, run, summary)
+            key = run_key(sort, run, summary, prices)
             if after is None or key < after:
                 keyed.append((key, run))
     keyed.sort(key=lambda item: item[0], reverse=True)

@@ -16,11 +16,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from ..errors import unavailable
+from ..pricing.book import PriceBook
 from ..security.auth import TokenRegistry
 from ..stores import OpenStack, StoreStack
 from . import UI_PATH
 from .app import create_viewer
-from .prices import PriceTable
 
 
 class StandaloneViewer:
@@ -28,7 +28,7 @@ class StandaloneViewer:
     seals it), opened without migrating when the lifespan starts, closed when it ends."""
 
     def __init__(
-        self, stack: StoreStack, tokens: TokenRegistry, prices: PriceTable | None = None
+        self, stack: StoreStack, tokens: TokenRegistry, prices: PriceBook | None = None
     ) -> None:
         self.stack = stack
         self.tokens = tokens
@@ -69,7 +69,7 @@ class StandaloneViewer:
 
 
 def create_ui_app(
-    stack: StoreStack, tokens: TokenRegistry, prices: PriceTable | None = None
+    stack: StoreStack, tokens: TokenRegistry, prices: PriceBook | None = None
 ) -> Starlette:
     """The standalone viewer's ASGI app (:class:`StandaloneViewer`)."""
     return StandaloneViewer(stack, tokens, prices).app()

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 import jinja2
 
+from ..pricing.money import COST_SCALE, scaled, shown_money
 from ..types import Document
+from .charts import layout
 
 #: Arguments and results longer than this show their start and a "show all" control.
 PREVIEW_CHARS = 2000
@@ -105,6 +108,17 @@ def number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
 
 
+def money(value: Any, currency: str) -> str:
+    """A cost as the JSON carries it (decimal text), as a person reads it."""
+    if not isinstance(value, str):
+        return "-"
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        return "-"
+    return shown_money(scaled(amount, COST_SCALE), currency)
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -126,8 +140,10 @@ def environment() -> jinja2.Environment:
         duration=duration,
         offset=offset,
         number=number,
+        money=money,
         token_label=token_label,
     )
+    env.globals["chart_layout"] = layout
     env.globals.update(query=lambda **params: urlencode({k: v for k, v in params.items() if v}))
     env.globals["RAW_LINK_EVENTS"] = RAW_LINK_EVENTS
     return env

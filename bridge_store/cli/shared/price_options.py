@@ -1,31 +1,39 @@
-"""``--prices FILE``: the price table that turns the overview's tokens into money.
+"""``--prices FILE``: the price table that turns tokens into money.
 
-One definition for every command that shows the overview (``serve``, ``ui`` and
-``overview``); the file's format is in :mod:`bridge_store.viewer.prices`.
+One definition for every command that shows costs (``serve``, ``ui`` and
+``overview``), read from the flag, else ``BRIDGE_STORE_PRICES`` (and ``prices`` in
+serve's ``--config``); the file's format is in :mod:`bridge_store.pricing.loader`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...viewer.prices import PriceTable
+    from ...pricing.book import PriceBook
+
+PRICES_ENV = "BRIDGE_STORE_PRICES"
 
 
 def add_prices_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prices",
         metavar="FILE",
-        help="TOML price table (per model, per million input/output/cache tokens): the "
-        "overview shows what the tokens cost",
+        help="TOML price table (per model, prices per million tokens from a date on, and "
+        "monthly budgets per tenant): pages show what runs cost; serve reads it again on "
+        f"SIGHUP (default: ${PRICES_ENV})",
     )
 
 
-def prices_from(args: argparse.Namespace) -> PriceTable | None:
-    """The table ``--prices`` names (ConfigurationError, one line, if it is wrong)."""
-    if not args.prices:
-        return None
-    from ...viewer.prices import load_prices
+def prices_path(args: argparse.Namespace) -> str | None:
+    return args.prices or os.environ.get(PRICES_ENV) or None
 
-    return load_prices(args.prices)
+
+def prices_from(args: argparse.Namespace) -> PriceBook:
+    """The book of the table ``--prices`` names (ConfigurationError, one line, if it is
+    wrong); an empty book without one."""
+    from ...pricing.book import PriceBook
+
+    return PriceBook.read(prices_path(args))

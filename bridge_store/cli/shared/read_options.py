@@ -169,13 +169,21 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
     (one view: the web page, its JSON and the command show the same data); read
     directly, the same page functions over the store."""
     from ...history import run_history
+    from ...shares import run_shares
+    from ...statistics import run_statistics
     from ...viewer.activity import Activity
     from ...viewer.pages import Context
     from ...viewer.remote_pages import RemotePages
     from ...viewer.search import ScanSearch
+    from .price_options import prices_from
 
     if args.store_callback_url is not None:
         check_remote(args)
+        if getattr(args, "prices", None):
+            raise ConfigurationError(
+                "--prices prices a store read here (--store); through a server the pages "
+                "are priced with the server's own table (serve --prices)"
+            )
         token = read_auth_token(args.store_auth_token_file, dict(os.environ))
         try:
             remote = RemotePages(
@@ -185,13 +193,18 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
             raise ConfigurationError(str(error)) from None
         yield remote
         return
+    # A bad price table is one line, before anything is read.
+    prices = prices_from(args) if hasattr(args, "prices") else None
     async with open_direct(args) as (reader, stores, principal, backends):
         activity = Activity(
             lambda: stores,
             principal.tenant,
             lambda: run_history(backends.agents, backends.runs),
+            lambda: run_statistics(backends.agents, backends.runs),
+            lambda: run_shares(backends.agents, backends.runs),
         )
-        context = Context(reader, ScanSearch(reader), activity, principal)
+        # Read here, the overview reads every run of a store without per-day sums.
+        context = Context(reader, ScanSearch(reader), activity, principal, prices, scan_limit=None)
         yield LocalPages(context)
 
 

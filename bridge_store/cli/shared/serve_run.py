@@ -33,7 +33,7 @@ from .tls import uvicorn_tls
 
 if TYPE_CHECKING:
     from ...ops.tracing import Tracing
-    from ...viewer.prices import PriceTable
+    from ...pricing.book import PriceBook
     from ...viewer.session_keys import SessionKeys
 
 
@@ -109,7 +109,7 @@ class _Serving:
     limits: HttpLimits
     tls: dict[str, Any]
     tracing: Tracing | None
-    prices: PriceTable | None
+    prices: PriceBook
     sign_in_file: Path | None
 
     def ready(self, generated_token_file: Path | None) -> dict[str, str]:
@@ -194,21 +194,30 @@ def _serve_on(
         **{**UVICORN_SETTINGS, "http": guarded_protocol(serving.limits)},
         **serving.tls,
     )
-    listener = serving.listener
-    if registry.path is None:
+    listener, prices = serving.listener, serving.prices
+    # The files read again on SIGHUP: the tokens file, the price table.
+    reloads = [one for one in (registry, prices) if one.path is not None]
+    if not reloads:
         return run_announcing(server_config, ready, listener, app.open_stores, announce)
 
-    async def follow_tokens_then_open_stores() -> None:
-        # From here SIGHUP is a callback of the loop that asks the registry's reload
-        # task for a reload; it never reads the file itself (see TokenRegistry).
-        registry.follow_on(asyncio.get_running_loop(), signal.SIGHUP)
+    def reload_files() -> None:
+        for one in reloads:
+            one.request_reload()
+
+    async def follow_files_then_open_stores() -> None:
+        # From here SIGHUP is a callback of the loop that asks each file's reload task
+        # for a reload; it never reads a file itself (see TokenRegistry, PriceBook).
+        loop = asyncio.get_running_loop()
+        registry.follow_on(loop, None)
+        prices.follow_on(loop)
+        loop.add_signal_handler(signal.SIGHUP, reload_files)
         await app.open_stores()
 
     # Until the loop runs, a SIGHUP is remembered and served once it does.
-    signal.signal(signal.SIGHUP, lambda signum, frame: registry.request_reload())
+    signal.signal(signal.SIGHUP, lambda signum, frame: reload_files())
     try:
         return run_announcing(
-            server_config, ready, listener, follow_tokens_then_open_stores, announce
+            server_config, ready, listener, follow_files_then_open_stores, announce
         )
     finally:
         # The closed loop put back the default action, which would kill a stopped

@@ -21,6 +21,7 @@ from ...run_traces import EXPORT_RUNS_ENV
 from ...security.encryption import KEY_FILE_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
 from ...toml_files import load_toml
+from .price_options import PRICES_ENV
 from .store_options import STORE_FLAG_ENV
 
 #: Settings read from an environment variable when their flag is not given; each
@@ -31,6 +32,7 @@ SETTING_ENV: dict[str, str] = {
     "tokens_file": TOKENS_FILE_ENV,
     "encryption_key_file": KEY_FILE_ENV,
     "export_runs": EXPORT_RUNS_ENV,
+    "prices": PRICES_ENV,
 }
 
 #: The option that names the file; it is not a setting itself.
