@@ -12,6 +12,7 @@ give the same pages. ``tests/test_runs_page.py`` checks that they do.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -21,6 +22,7 @@ from .contract import _cursor_id as cursor_id  # one cursor format for every lis
 from .contract import _cursor_integer as cursor_integer
 from .contract import _decode_cursor as decode_cursor
 from .contract import _encode_cursor as encode_cursor
+from .errors import invalid_argument
 
 # TOKEN_KINDS is defined with the statistics (the price table reads it from there) and
 # read from here by every reader of a run's usage.
@@ -176,6 +178,18 @@ def run_key(
     return RunKey(value, started, run["agentId"], run["runId"])
 
 
+#: How far from zero a sort value reaches: a duration is two times of up to 2^53 apart,
+#: a sum of the four token kinds four counts of up to 2^53 each.
+MAX_SORT_VALUE = 4 * MAX_SAFE_INTEGER
+_SORT_VALUE = re.compile(r"-?[0-9]{1,17}")
+
+
+def _sort_value(text: str, field: str) -> int:
+    if _SORT_VALUE.fullmatch(text) is None or abs(int(text)) > MAX_SORT_VALUE:
+        raise invalid_argument(f"{field}.cursor is not a cursor this store issued")
+    return int(text)
+
+
 def parse_run_key(cursor: str | None, sort: Sort) -> RunKey | None:
     """The key a cursor of this sort carries; ``invalid_argument`` for anything else."""
     if not cursor:
@@ -183,7 +197,7 @@ def parse_run_key(cursor: str | None, sort: Sort) -> RunKey | None:
     field = "runs"
     value, started, agent_id, run_id = decode_cursor(cursor, f"history-{sort}", field, 4)
     return RunKey(
-        cursor_integer(value, field),
+        _sort_value(value, field),
         cursor_integer(started, field),
         cursor_id(agent_id, field),
         cursor_id(run_id, field),

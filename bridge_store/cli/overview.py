@@ -71,8 +71,8 @@ def _money(value: str | None, currency: str) -> str:
 
 
 def print_overview(data: Document, by: str | None = None) -> None:
-    from ..viewer.templating import duration
     from ..viewer.terminal import Output
+    from ..viewer.times import shown_duration
 
     out = Output(sys.stdout)
     if data.get("tooLarge"):
@@ -89,7 +89,7 @@ def print_overview(data: Document, by: str | None = None) -> None:
     def figures(row: Document) -> list[str]:
         cells = [f"{row['runs']:,}", f"{row['failed']:,}"]
         cells += [f"{row['tokens'][kind]:,}" for kind in KINDS]
-        cells += [duration(row.get("medianMs")), duration(row.get("p95Ms"))]
+        cells += [shown_duration(row.get("medianMs")), shown_duration(row.get("p95Ms"))]
         if priced:
             cells.append(_money(row.get("cost"), currency))
         return cells

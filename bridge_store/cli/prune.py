@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from datetime import UTC, datetime
 
 from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.durations import age_argument, describe_age
@@ -88,7 +87,9 @@ async def _prune(args: argparse.Namespace) -> int:
 
 
 def _agent_line(agent: AgentFigures) -> str:
-    updated = datetime.fromtimestamp(agent.updated_at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from ..viewer.times import shown_utc
+
+    updated = shown_utc(agent.updated_at)
     return (
         f"agent {agent.agent_id} of tenant {agent.tenant} ({agent.status}, updated "
         f"{updated}, cwd {agent.cwd}): {counted(agent.runs, 'run')}, "

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from ..types import Document
 from .markdown_safe import code_span, html_text, inline, prose
 from .printable import printable_lines
-from .templating import duration, error_text, token_label
+from .templating import error_text, token_label
+from .times import shown_duration, shown_utc
 
 _BACKTICKS = re.compile(r"`{3,}")
 
@@ -54,12 +54,6 @@ def cut(value: Any, limit: int) -> tuple[Any, str]:
     return text[:limit], note
 
 
-def timestamp(ms: Any) -> str:
-    if not isinstance(ms, int):
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def usage_table(usage: dict[str, int]) -> str:
     names = list(usage)
     head = "| " + " | ".join(token_label(name) for name in names) + " |"
@@ -69,7 +63,7 @@ def usage_table(usage: dict[str, int]) -> str:
 
 
 def _tool_call(block: Document) -> str:
-    took = f", {duration(block['durationMs'])}" if block.get("durationMs") is not None else ""
+    took = f", {shown_duration(block['durationMs'])}" if block.get("durationMs") is not None else ""
     summary = f"Tool call: {block['name']} ({block['status']}{took})"
     parts = [f"<details>\n<summary>{html_text(summary)}</summary>"]
     for field, title, limit in (
@@ -90,7 +84,7 @@ def _block(block: Document) -> str:
         return f"### {HEADINGS[kind]}\n\n{prose(block['text'])}"
     if kind == "thinking":
         duration_ms = block.get("durationMs")
-        took = f" ({duration_ms / 1000:.1f} s)" if isinstance(duration_ms, int) else ""
+        took = f" ({shown_duration(duration_ms)})" if duration_ms is not None else ""
         quoted = "\n".join(f"> {line}" for line in prose(block["text"]).splitlines() or [""])
         return f"### Thinking{took}\n\n{quoted}"
     if kind == "tool_call":
@@ -130,8 +124,8 @@ def _pieces(
         ("Workspace", code_span((agent or {}).get("cwd", "-"))),
         ("Status", inline(str(run.get("status")))),
         ("Model", inline(str(model.get("id"))) if isinstance(model, dict) else "-"),
-        ("Created", timestamp(run.get("createdAt"))),
-        ("Ended", timestamp(run.get("endedAt"))),
+        ("Created", shown_utc(run.get("createdAt"))),
+        ("Ended", shown_utc(run.get("endedAt"))),
     ]
     if run.get("createdBy"):
         facts.append(("Started by", inline(run["createdBy"])))

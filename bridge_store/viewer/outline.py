@@ -11,7 +11,8 @@ a status of ``ERROR``, ``CANCELLED`` or ``EXPIRED`` or a tool call that ended in
 from __future__ import annotations
 
 from ..types import Document
-from .templating import duration, error_text
+from .templating import error_text
+from .times import shown_duration
 from .transcript import TranscriptBuilder
 
 SNIPPET_CHARS = 100
@@ -33,7 +34,8 @@ def _label(block: Document) -> tuple[str, bool]:
     if kind == "task":
         return f"Task: {_snippet(block['text'])}", False
     if kind == "tool_call":
-        took = f", {duration(block['durationMs'])}" if block.get("durationMs") is not None else ""
+        took_ms = block.get("durationMs")
+        took = f", {shown_duration(took_ms)}" if took_ms is not None else ""
         return f"{block['name']} ({block['status']}{took})", block["status"] == "error"
     if kind == "status":
         said = f": {_snippet(error_text(block['message']))}" if block.get("message") else ""

@@ -128,6 +128,8 @@ def run_summary(run: Document) -> Document:
     summary = summarize_run(run)
     return {
         **run,
+        # Its place in time: startedAt, else createdAt (what the run list sorts by).
+        "at": summary.started_at,
         "modelId": summary.model_id,
         "durationMs": summary.duration_ms,
         "tokens": usage_counts(run.get("usage")),

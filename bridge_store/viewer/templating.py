@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 import jinja2
+from markupsafe import Markup
 
 from ..pricing.money import COST_SCALE, scaled, shown_money
 from ..types import Document
 from .charts import layout
+from .times import iso_time, shown_duration, shown_offset, shown_time, shown_utc
 
 #: Arguments and results longer than this show their start and a "show all" control.
 PREVIEW_CHARS = 2000
@@ -58,29 +59,10 @@ def preview(value: Any) -> dict[str, Any]:
     return {"text": text[:PREVIEW_CHARS], "cut": len(text) > PREVIEW_CHARS, "chars": len(text)}
 
 
-def when(ms: Any) -> str:
-    if not isinstance(ms, int):
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def when_iso(ms: Any) -> str:
-    if not isinstance(ms, int):
-        return ""
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
-
-
-def duration(ms: Any) -> str:
-    if not isinstance(ms, int):
-        return "-"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, seconds = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
+def datetime_attribute(ms: Any) -> Markup:
+    """`` datetime="..."`` for a ``<time>`` of a stored time; nothing if it names no date."""
+    iso = iso_time(ms)
+    return Markup(' datetime="{}"').format(iso) if iso else Markup("")
 
 
 TOKEN_LABELS = {
@@ -95,13 +77,6 @@ TOKEN_LABELS = {
 
 def token_label(name: str) -> str:
     return TOKEN_LABELS.get(name, name)
-
-
-def offset(at: Any, start: Any) -> str:
-    """When something happened, from the run's start: "+1.2 s", "+3 min 4 s"."""
-    if not isinstance(at, int) or not isinstance(start, int):
-        return ""
-    return ("+" if at >= start else "-") + duration(abs(at - start))
 
 
 def number(value: Any) -> str:
@@ -135,10 +110,11 @@ def environment() -> jinja2.Environment:
         compact=compact,
         error_text=error_text,
         preview=preview,
-        when=when,
-        when_iso=when_iso,
-        duration=duration,
-        offset=offset,
+        when=shown_time,
+        when_utc=shown_utc,
+        datetime_attribute=datetime_attribute,
+        duration=shown_duration,
+        offset=shown_offset,
         number=number,
         money=money,
         token_label=token_label,
@@ -168,7 +144,7 @@ def render_run_header(view: Any) -> Document:
     data = view.data
     run = data["run"]
     took = run.get("durationMs")
-    text = duration(took) if took is not None else duration(data.get("elapsedMs"))
+    text = shown_duration(took) if took is not None else shown_duration(data.get("elapsedMs"))
     if took is None and data.get("elapsedMs") is not None:
         text += " so far"
     usage = None

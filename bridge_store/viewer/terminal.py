@@ -14,7 +14,8 @@ from rich.table import Table
 
 from ..types import Document
 from .printable import printable_cell, printable_lines
-from .templating import compact, duration, error_text, when
+from .templating import compact, error_text
+from .times import shown_duration, shown_time
 from .transcript import Block, Text, ToolCall, TranscriptBuilder
 
 #: Arguments, results and unknown messages are cut to this on a terminal; --json or
@@ -76,7 +77,7 @@ def agent_row(agent: Document) -> tuple[str, ...]:
     last = agent.get("lastRun") or {}
     total = agent.get("totalTokens")
     return (
-        when(agent.get("updatedAt")),
+        shown_time(agent.get("updatedAt")),
         str(agent.get("status") or "-"),
         str(agent.get("displayName") or agent.get("name") or "-"),
         str(last.get("status") or "-"),
@@ -94,8 +95,8 @@ def run_row(run: Document) -> tuple[str, ...]:
         str(run.get("turnNumber")),
         str(run.get("status") or "-"),
         str(run.get("modelId") or "-"),
-        when(run.get("startedAt") or run.get("createdAt")),
-        duration(run.get("durationMs")),
+        shown_time(run.get("at")),
+        shown_duration(run.get("durationMs")),
         f"{total:,}" if isinstance(total, int) else "-",
         str(run.get("createdBy") or "-"),
         _cut(error_text(run.get("error")), 120),
@@ -107,12 +108,12 @@ def runs_row(run: Document) -> tuple[str, ...]:
     """A row of the run list across agents (the Runs page's data)."""
     total = run.get("totalTokens")
     return (
-        when(run.get("startedAt") or run.get("createdAt")),
+        shown_time(run.get("at")),
         str(run.get("agentName") or run["agentId"]),
         str(run.get("turnNumber")),
         str(run.get("status") or "-"),
         str(run.get("modelId") or "-"),
-        duration(run.get("durationMs")),
+        shown_duration(run.get("durationMs")),
         f"{total:,}" if isinstance(total, int) else "-",
         str(run.get("createdBy") or "-"),
         str(run.get("cwd") or "-"),
@@ -183,7 +184,7 @@ def plain_block(block: Block) -> str:
     if isinstance(block, Text):
         label: str = block.kind
         if block.kind == "thinking" and block.duration_ms is not None:
-            label += f" ({duration(block.duration_ms)})"
+            label += f" ({shown_duration(block.duration_ms)})"
         return f"{label}: {block.text}"
     if isinstance(block, ToolCall):
         parts = [f"tool {block.name} [{block.status}]"]
@@ -205,7 +206,8 @@ def plain_block(block: Block) -> str:
 def _rich_block(block: Block) -> list[str]:
     if isinstance(block, Text):
         if block.kind == "thinking":
-            took = f" for {duration(block.duration_ms)}" if block.duration_ms is not None else ""
+            took_ms = block.duration_ms
+            took = f" for {shown_duration(took_ms)}" if took_ms is not None else ""
             first = block.text.strip().splitlines()[0] if block.text.strip() else ""
             return [f"[dim italic]thinking{took}: {escape(_cut(first, 120))}[/dim italic]"]
         style = {"user": "bold cyan", "assistant": "bold green", "task": "bold magenta"}[block.kind]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..types import Document
+from .times import stored_integer
 
 TextKind = Literal["user", "assistant", "thinking", "task"]
 
@@ -312,10 +313,11 @@ class TranscriptBuilder:
     def _thinking(self, message: Document, seq: int) -> None:
         text = str(message.get("text") or "")
         duration = message.get("thinking_duration_ms", message.get("thinkingDurationMs"))
-        if text or not isinstance(duration, int):
+        duration = stored_integer(duration)
+        if text or duration is None:
             self._text("thinking", text, seq)
         last = self.blocks[-1] if self.blocks else None
-        if isinstance(duration, int):
+        if duration is not None:
             if isinstance(last, Text) and last.kind == "thinking" and last.duration_ms is None:
                 last.duration_ms = duration
                 if last.seqs[-1] != seq:
