@@ -455,6 +455,46 @@ def test_creators_show_and_history_from_before_shows_unknown(tmp_path: Path) -> 
         assert signed_in == {"name": SHORTHAND_TOKEN_NAME, "tenant": "default", "serverToken": True}
 
 
+def test_lone_surrogates_show_as_replacement_characters(tmp_path: Path) -> None:
+    """Document bodies may hold lone surrogates (JSON's \\ud800), which have no UTF-8
+    form: every page shows each as U+FFFD; the JSON twins carry them escaped."""
+    odd = "x\ud800y\udfffz"
+    calls = [
+        ("agents", "create", {"agent": agent("a", odd, "/", odd, T0)}),
+        ("runs", "create", {"run": run("a", "r", 1, odd, model={"id": odd}, error=odd)}),
+        (
+            "runEvents",
+            "append",
+            message("a", "r", {"type": "user", "message": {"content": [text(odd)]}}),
+        ),
+        (
+            "runEvents",
+            "append",
+            message("a", "r", {"type": "tool_call", "call_id": odd, "name": odd}),
+        ),
+    ]
+    app = create_app(ServerConfig(routes=Routes.single("memory://"), auth_token=TOKEN))
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    with running(app) as url, httpx.Client(base_url=url, headers=headers) as client:
+        for substore, method, data in calls:
+            body = json.dumps({"substore": substore, "method": method, "input": data})
+            assert client.post(CALL_STORE_PATH, content=body).status_code == 200
+        for path in (
+            "/ui/",
+            "/ui/agent?id=a",
+            "/ui/runs",
+            "/ui/run?agent=a&id=r",
+            "/ui/outline?agent=a&id=r",
+            "/ui/events?agent=a&run=r",
+            "/ui/search?q=x",
+            "/ui/export/transcript.md?agent=a&run=r",
+        ):
+            page = client.get(path)
+            assert page.status_code == 200, (path, page.text[-300:])
+            assert "x\ufffdy\ufffdz" in page.text, path
+        assert client.get("/ui/?format=json").json()["agents"][0]["name"] == odd
+
+
 def test_errors_read_as_text_not_json(browser: httpx.Client) -> None:
     # The failed run's error is an object: its message is what the pages show.
     for path in (f"/ui/agent?id={LOGIN_AGENT}", f"/ui/run?agent={LOGIN_AGENT}&id={FAILED_RUN}"):

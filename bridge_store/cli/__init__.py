@@ -55,6 +55,7 @@ from . import (
 )
 from .shared.parsers import CommandParser
 from .shared.settings import apply_config_file
+from .shared.wording import say
 
 
 class Command(Protocol):
@@ -124,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as error:
         # One line (two at most) naming the cause and the fix, never a traceback: a
         # start-up problem is the user's to fix, or a backend's to come back.
-        print(f"bridge-store: {error}", file=sys.stderr)
+        say(f"bridge-store: {error}", file=sys.stderr)
         return EXIT_UNREACHABLE if isinstance(error, BackendUnreachable) else EXIT_CONFIGURATION
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

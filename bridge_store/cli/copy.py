@@ -8,6 +8,7 @@ import asyncio
 from ..errors import ConnectError
 from .shared.store_options import add_end_arguments, add_tenants_argument
 from .shared.transfer import EXIT_DIFFERENT, end_of, opened, report, stopped
+from .shared.wording import say
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,6 +78,6 @@ async def _copy(args: argparse.Namespace) -> int:
         except ConnectError as error:
             raise stopped("copy", error) from error
     for line in comparison.differences:
-        print(line)
+        say(line)
     print(comparison.summary())
     return status if comparison.same else EXIT_DIFFERENT

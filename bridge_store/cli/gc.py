@@ -8,7 +8,7 @@ import asyncio
 from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.gc import GcReport, TenantOrphans, collect_garbage
 from .shared.store_options import add_store_arguments, add_tenants_argument, stack_from
-from .shared.wording import counted
+from .shared.wording import counted, say
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,7 +44,7 @@ async def _gc(args: argparse.Namespace) -> int:
     if args.dry_run:
         for orphans in report.tenants:
             for line in _orphan_lines(orphans):
-                print(f"would delete {line}")
+                say(f"would delete {line}")
     print(_summary(report, args.dry_run))
     return 0
 

@@ -10,6 +10,7 @@ from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
 from .shared.store_options import add_store_arguments, add_tenants_argument
 from .shared.transfer import EXIT_DIFFERENT, end_of, opened, report, stopped
+from .shared.wording import say
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,6 +99,6 @@ async def _import(args: argparse.Namespace) -> int:
             raise ConfigurationError(str(error)) from None
     comparison = compare(expected, held)
     for line in comparison.differences:
-        print(line)
+        say(line)
     print(comparison.summary().replace("the copy", "the store"))
     return status if comparison.same else EXIT_DIFFERENT

@@ -10,7 +10,6 @@ breakdown. Read from a store (``--store``), it is priced with ``--prices FILE`` 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
@@ -56,8 +55,10 @@ def run(args: argparse.Namespace) -> int:
             if hint is not None:
                 print(f"bridge-store: no runs in these days: {hint}", file=sys.stderr)
         if args.json:
+            from ..viewer.printable import terminal_json
+
             # Costs are decimal text: nothing here is a float, NaN or Infinity.
-            print(json.dumps(data, ensure_ascii=False, allow_nan=False))
+            print(terminal_json(data, allow_nan=False))
         else:
             print_overview(data, args.by)
 

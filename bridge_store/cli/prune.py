@@ -10,7 +10,7 @@ from ..errors import BackendUnreachable, ConnectError
 from ..lifecycle.durations import age_argument, describe_age
 from ..lifecycle.prune import PRUNABLE_STATUSES, AgentFigures, PruneCriteria, PruneReport, prune
 from .shared.store_options import add_store_arguments, add_tenants_argument, stack_from
-from .shared.wording import counted
+from .shared.wording import counted, say
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -81,7 +81,7 @@ async def _prune(args: argparse.Namespace) -> int:
     age = describe_age(args.older_than)
     if args.dry_run:
         for agent in report.agents:
-            print(f"would prune {_agent_line(agent)}")
+            say(f"would prune {_agent_line(agent)}")
     print(_summary(report, age, args.dry_run))
     return 0
 

@@ -4,7 +4,6 @@ text (tab-separated rows, one line per block) when the output is a pipe or a fil
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, TextIO
 
@@ -13,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..types import Document
-from .printable import printable_cell, printable_lines
+from .printable import printable_cell, printable_lines, terminal_json
 from .templating import compact, error_text
 from .times import shown_duration, shown_time
 from .transcript import Block, Text, ToolCall, TranscriptBuilder
@@ -136,7 +135,8 @@ class Output:
             for row in rows:
                 self.stream.write("\t".join(printable_cell(cell) for cell in row) + "\n")
             return
-        table = Table(title=title, title_justify="left", expand=False)
+        # The title names what is listed ("Runs of <the agent's name>"): text, like a cell.
+        table = Table(title=escape(printable_cell(title)), title_justify="left", expand=False)
         names = list(columns)
         cells = [tuple(printable_cell(cell) for cell in row) for row in rows]
         # An id is copied and pasted, a time read at a glance: each on one line, as wide
@@ -274,4 +274,5 @@ class TranscriptPrinter:
 
 
 def json_line(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """One line of ``--json`` output (see :func:`~.printable.terminal_json`)."""
+    return terminal_json(value)

@@ -31,6 +31,7 @@ from ..types import Document
 from ..wire import jsontext
 from . import pages, templating
 from .markdown import transcript_markdown
+from .printable import utf8
 from .session import (
     CSRF_FIELD,
     Principal,
@@ -157,7 +158,7 @@ class Viewer(Generic[Principal]):
             base=_base(request),
             csrf=token,
         )
-        response = HTMLResponse(html, status_code=status)
+        response = HTMLResponse(utf8(html), status_code=status)
         response.headers.update(SECURITY_HEADERS)
         keep_csrf(response, token, path=_base(request) or "/", secure=_secure(request))
         return response

@@ -30,6 +30,7 @@ from .store_options import (
     store_urls,
     tenant_from,
 )
+from .wording import say
 
 if TYPE_CHECKING:
     from ...stores import Stores
@@ -263,7 +264,7 @@ def run_main(main: Callable[[], Coroutine[Any, Any, None]]) -> int:
     try:
         asyncio.run(main())
     except ConnectError as error:
-        print(f"bridge-store: {error.code.value}: {error.message}", file=sys.stderr)
+        say(f"bridge-store: {error.code.value}: {error.message}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # `bridge-store transcript ... | head`: the reader left; nothing is wrong.

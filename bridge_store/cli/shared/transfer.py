@@ -21,6 +21,7 @@ from ...security.sealed_probe import holds_sealed_items
 from ...stores import Stores, StoreStack
 from ...urls import redact
 from .store_options import key_file_flag, stack_from
+from .wording import say
 
 #: Exit status when items differ: left alone by copy or import, or found by --verify.
 EXIT_DIFFERENT = 1
@@ -59,7 +60,7 @@ def stopped(what: str, error: ConnectError) -> BackendUnreachable:
 def report(tally: Tally) -> int:
     """Print the differences found; the exit status they call for."""
     for line in tally.differences:
-        print(line)
+        say(line)
     hidden = tally.different_total - len(tally.differences)
     if hidden > 0:
         print(f"... and {hidden} more")
