@@ -26,12 +26,23 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..contract import agent_cursor, parse_agent_cursor
+from ..contract import agent_cursor
 from ..features import SearchIndex
 from ..statistics import UNNAMED_TOOL
 from ..stores import Stores
+from ..substores import AgentPosition, agent_position
 from ..types import Document
 from .reader import HistoryReader
+from .search_pages import (
+    HITS_PER_PAGE,
+    Inside,
+    PageFill,
+    agent_ref,
+    inside_cursor,
+    parse_search_cursor,
+    run_ref,
+    shown_key,
+)
 from .transcript import Block, Status, Text, ToolCall, TranscriptBuilder, compact_json
 
 SCAN_AGENTS_PER_PAGE = 20
@@ -123,7 +134,7 @@ def snippet(text: str, words: list[str]) -> str:
 def name_hit(agent: Document, words: list[str]) -> list[Document]:
     name = agent.get("name")
     if isinstance(name, str) and matches(name, words):
-        return [{"kind": "agent", "agent": agent, "text": name}]
+        return [{"kind": "agent", "agent": agent_ref(agent), "text": snippet(name, words)}]
     return []
 
 
@@ -150,7 +161,8 @@ def _as_text(value: object) -> str:
 async def run_hits(
     reader: HistoryReader, agent: Document, run: Document, words: list[str]
 ) -> list[Document]:
-    """The blocks of one run whose searched text (:func:`searched_text`) holds every word."""
+    """The blocks of one run whose searched text (:func:`searched_text`) holds every
+    word, at most :data:`HITS_PER_RUN`, each as a bounded hit (:mod:`.search_pages`)."""
     builder = TranscriptBuilder()
     async for event in reader.all_events(run["runId"]):
         builder.add(event)
@@ -161,16 +173,89 @@ async def run_hits(
             hits.append(
                 {
                     "kind": block.kind,
-                    "agent": agent,
-                    "run": {k: run.get(k) for k in ("runId", "agentId", "turnNumber", "status")},
+                    "agent": agent_ref(agent),
+                    "run": run_ref(run),
                     "seq": block.seqs[0],
-                    "key": block.key,
+                    "key": shown_key(block.key),
                     "text": snippet(text, words),
                 }
             )
             if len(hits) == HITS_PER_RUN:
                 break
     return hits
+
+
+#: Agents in list order: each one's place, the agent (None: deleted since an index
+#: named it) and the runs an index named (None: every run).
+Slice = tuple[list[tuple[AgentPosition, Document | None, list[str] | None]], bool]
+
+
+class _History(Protocol):
+    """What a page of search reads, by scan or through an index."""
+
+    @property
+    def reader(self) -> HistoryReader: ...
+
+    async def rest_of(self, inside: Inside, words: list[str]) -> list[Document] | None:
+        """The runs left to search of the agent a cursor stopped inside; None if the
+        agent is gone or no longer where it was (the list goes on after its place)."""
+        ...
+
+    async def agents_after(self, after: AgentPosition | None, words: list[str]) -> Slice:
+        """A slice of agents after ``after`` that may match, and whether more follow."""
+        ...
+
+    async def runs_of(self, agent: Document, named: list[str] | None) -> list[Document]:
+        """An agent's runs to search, by turn (``named``: those an index named)."""
+        ...
+
+
+async def _search_page(
+    history: _History, words: list[str], cursor: str | None, limit: int, method: str
+) -> SearchPage:
+    """One bounded page: the rest of the agent the cursor stopped inside, then agent by
+    agent (its name, then its runs by turn) until the slice ends or the page is full."""
+    start = parse_search_cursor(cursor)
+    fill = PageFill(limit)
+    query = " ".join(words)
+    inside = start.inside
+    if inside is not None:
+        agent = await history.reader.agent(inside.agent_id)
+        runs = await history.rest_of(inside, words) if agent is not None else None
+        if agent is not None and runs is not None:
+            stopped, last = await _fill_runs(history.reader, fill, agent, runs, words)
+            if stopped:
+                return SearchPage(query, fill.hits, inside_cursor(agent, last), method)
+    if start.ended:
+        return SearchPage(query, fill.hits, None, method)
+    # The cursor that starts the next page at the agent about to be searched.
+    here = cursor if inside is None else agent_cursor(start.after) if start.after else None
+    slice_, more = await history.agents_after(start.after, words)
+    for position, agent, named in slice_:
+        if agent is not None:
+            if not fill.add(name_hit(agent, words)):
+                return SearchPage(query, fill.hits, here, method)
+            runs = await history.runs_of(agent, named)
+            stopped, last = await _fill_runs(history.reader, fill, agent, runs, words)
+            if stopped:
+                return SearchPage(query, fill.hits, inside_cursor(agent, last), method)
+        here = agent_cursor(position)
+        if here is None:
+            return SearchPage(query, fill.hits, None, method)
+    return SearchPage(query, fill.hits, here if more else None, method)
+
+
+async def _fill_runs(
+    reader: HistoryReader, fill: PageFill, agent: Document, runs: list[Document], words: list[str]
+) -> tuple[bool, Document | None]:
+    """Each run's hits onto the page while it holds them: whether it filled first, and
+    the last run whose hits it took (None: none of these runs)."""
+    last: Document | None = None
+    for run in runs:
+        if not fill.add(await run_hits(reader, agent, run, words)):
+            return True, last
+        last = run
+    return False, last
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,15 +268,25 @@ class ScanSearch:
     async def search_history(
         self, words: list[str], *, cursor: str | None, limit: int
     ) -> SearchPage:
-        # A scan's page is bounded by the agents it reads, not by its hits (``limit``):
-        # stopping at a hit count would need a cursor inside an agent's runs.
+        return await _search_page(self, words, cursor, limit, "scan")
+
+    async def rest_of(self, inside: Inside, words: list[str]) -> list[Document] | None:
+        agent = await self.reader.agent(inside.agent_id)
+        if agent is None or not inside.holds(agent):
+            return None
+        return inside.runs_after(await self.reader.all_runs(inside.agent_id))
+
+    async def agents_after(self, after: AgentPosition | None, words: list[str]) -> Slice:
+        # A slice is a number of agents read, not of hits: each costs reading its runs.
+        cursor = agent_cursor(after) if after is not None else None
         page = await self.reader.agents(cwd=None, cursor=cursor, limit=self.agents_per_page)
-        hits: list[Document] = []
-        for agent in page.items:
-            hits.extend(name_hit(agent, words))
-            for run in await self.reader.all_runs(agent["agentId"]):
-                hits.extend(await run_hits(self.reader, agent, run, words))
-        return SearchPage(" ".join(words), hits, page.next, "scan")
+        agents: list[tuple[AgentPosition, Document | None, list[str] | None]] = [
+            (agent_position(agent), agent, None) for agent in page.items
+        ]
+        return agents, page.next is not None
+
+    async def runs_of(self, agent: Document, named: list[str] | None) -> list[Document]:
+        return await self.reader.all_runs(agent["agentId"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,28 +301,38 @@ class IndexedSearch:
     async def search_history(
         self, words: list[str], *, cursor: str | None, limit: int
     ) -> SearchPage:
-        terms = index_terms(words)
-        if not terms:
+        if not index_terms(words):
             # Nothing the index can look up (words of non-ASCII letters only): scan.
             scan = ScanSearch(self.reader, self.agents_per_page)
             return await scan.search_history(words, cursor=cursor, limit=limit)
-        after = parse_agent_cursor({"cursor": cursor}, "search")
+        return await _search_page(self, words, cursor, limit, "index")
+
+    async def rest_of(self, inside: Inside, words: list[str]) -> list[Document] | None:
+        before = inside.before()
+        if before is None:
+            return None
         found = await self.index.search_candidates(
-            self.tenant, terms, after=after, limit=self.agents_per_page + 1
+            self.tenant, index_terms(words), after=before, limit=1
+        )
+        if not found or found[0][0] != inside.position():
+            return None
+        return inside.runs_after(await self._runs(inside.agent_id, found[0][1]))
+
+    async def agents_after(self, after: AgentPosition | None, words: list[str]) -> Slice:
+        found = await self.index.search_candidates(
+            self.tenant, index_terms(words), after=after, limit=self.agents_per_page + 1
         )
         page, more = found[: self.agents_per_page], len(found) > self.agents_per_page
-        hits: list[Document] = []
-        for position, run_ids in page:
-            # Read as any page reads (the caller's tenant, no sdkMetadata); an agent or
-            # run deleted since the index answered is just not there.
-            agent = await self.reader.agent(position.agent_id)
-            if agent is None:
-                continue
-            hits.extend(name_hit(agent, words))
-            for run in await self._runs(position.agent_id, run_ids):
-                hits.extend(await run_hits(self.reader, agent, run, words))
-        next_cursor = agent_cursor(page[-1][0]) if more else None
-        return SearchPage(" ".join(words), hits, next_cursor, "index")
+        # Read as any page reads (the caller's tenant, no sdkMetadata); an agent or
+        # run deleted since the index answered is just not there.
+        agents: list[tuple[AgentPosition, Document | None, list[str] | None]] = [
+            (position, await self.reader.agent(position.agent_id), run_ids)
+            for position, run_ids in page
+        ]
+        return agents, more
+
+    async def runs_of(self, agent: Document, named: list[str] | None) -> list[Document]:
+        return await self._runs(agent["agentId"], named or [])
 
     async def _runs(self, agent_id: str, run_ids: list[str]) -> list[Document]:
         """The runs named, by turn: a get each for a few, else one read of them all."""
@@ -239,7 +344,7 @@ class IndexedSearch:
 
 
 async def search(
-    searcher: Searcher, query: str, *, cursor: str | None, limit: int = 50
+    searcher: Searcher, query: str, *, cursor: str | None, limit: int = HITS_PER_PAGE
 ) -> SearchPage:
     words = words_of(query)
     if not words:
