@@ -93,6 +93,18 @@ class Context:
 PageFunction = Callable[[Context, QueryParams], Awaitable[View]]
 
 
+def refuse_nul(params: QueryParams) -> None:
+    """``invalid_argument`` naming the first parameter that holds a NUL.
+
+    No store keys by NUL: left to the backends, Postgres refused such a filter while
+    the others looked for it and found nothing. Every page and export asks this first,
+    so every backend answers the same.
+    """
+    for name, value in params.multi_items():
+        if "\x00" in name or "\x00" in value:
+            raise invalid_argument(f"the {name!r} parameter must not contain NUL")
+
+
 def _required(params: QueryParams, name: str) -> str:
     value = params.get(name)
     if not value:

@@ -92,6 +92,7 @@ class Viewer(Generic[Principal]):
         try:
             if wanted not in (*FORMATS, "fragment"):
                 raise invalid_argument("format must be html or json")
+            pages.refuse_nul(request.query_params)
             view = await function(context, request.query_params)
         except ConnectError as error:
             return self._error(request, error, wanted, context)
@@ -111,6 +112,7 @@ class Viewer(Generic[Principal]):
         if context is None:
             return self._unauthenticated(request, request.query_params.get("format", "html"))
         try:
+            pages.refuse_nul(request.query_params)
             found = await pages.find_run(context, request.query_params)
         except ConnectError as error:
             wanted = request.query_params.get("format", "html")
@@ -175,6 +177,7 @@ class Viewer(Generic[Principal]):
         if context is None:
             return self._unauthenticated(request, "json")
         try:
+            pages.refuse_nul(request.query_params)
             lines = await make(context)
         except ConnectError as error:
             return self._error(request, error, "json")
@@ -210,6 +213,7 @@ class Viewer(Generic[Principal]):
         if context is None:
             return self._unauthenticated(request, "json")
         try:
+            pages.refuse_nul(params)
             whole = await pages.whole_transcript(context, agent_id, run_id)
         except ConnectError as error:
             return self._error(request, error, "json")
