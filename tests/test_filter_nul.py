@@ -8,7 +8,7 @@ same way before any backend sees it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -51,13 +51,14 @@ PAGES = {
     ]
 )
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    stores = {
-        "memory": lambda: "memory://",
-        "sqlite": lambda: f"sqlite:///{tmp_path / 'store.db'}",
-        "postgres": lambda: request.getfixturevalue("make_postgres_url")(),
-        "redis": lambda: request.getfixturevalue("make_redis_url")(),
-    }
-    app = create_app(ServerConfig(routes=Routes.single(stores[request.param]()), auth_token=TOKEN))
+    if request.param == "memory":
+        store = "memory://"
+    elif request.param == "sqlite":
+        store = f"sqlite:///{tmp_path / 'store.db'}"
+    else:
+        make: Callable[[], str] = request.getfixturevalue(f"make_{request.param}_url")
+        store = make()
+    app = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
     with running(app) as url:
         for substore, method, data in history_calls():
             answer = httpx.post(

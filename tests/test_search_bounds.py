@@ -114,7 +114,7 @@ def test_pages_are_bounded_and_the_cursor_finds_every_hit_once(server: str, shap
         assert len(page.json()["hits"]) <= HITS_PER_PAGE
         assert len(page.content) <= MAX_PAGE_BYTES
     # The agent's name, then each run's three hits, turn by turn; then the other agent.
-    expected = [("agent", "big", None)]
+    expected: list[tuple[str, str, str | None]] = [("agent", "big", None)]
     for turn in range(1, RUNS + 1):
         expected += [(kind, "big", f"r-{turn:04}") for kind in ("user", "user", "tool_call")]
     expected += [("agent", "small", None), ("user", "small", "s-1")]
