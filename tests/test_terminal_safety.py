@@ -11,6 +11,7 @@ for Rich; ``--json`` as valid JSON with those characters as ``\\u`` escapes.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from bridge_store.cli import main
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.stores import Routes
-from bridge_store.viewer.terminal import json_line
+from bridge_store.viewer.terminal import Output, json_line
 from testkit.inprocess import running
 
 from .support.history import T0, agent, message, run, text
@@ -179,8 +180,10 @@ def test_json_is_valid_json_that_escapes_what_a_terminal_acts_on(
 
 
 def test_json_lines_escape_only_what_they_must() -> None:
-    line = json_line({"name": f"café {HOSTILE}", "n": 1})
-    assert json.loads(line) == {"name": f"café {HOSTILE}", "n": 1}
+    line = json_line({"name": f"café {HOSTILE}\u2028\u2029", "n": 1})
+    assert json.loads(line) == {"name": f"café {HOSTILE}\u2028\u2029", "n": 1}
+    assert line.splitlines() == [line]  # one line, to any reader
+    assert "\\u2028\\u2029" in line
     assert "café" in line  # other text stays readable
     assert "\\u001b]0;owned\\u0007" in line
     assert "\\u009b31m\\u202eRTL\\u2066" in line
@@ -229,3 +232,15 @@ def test_prune_gc_and_copy_print_stored_ids_as_text(
     assert "would prune agent agent" in out
     assert "agents: agent agent" in out
     assert RAW.search(out + err) is None, repr(out + err)
+
+
+def test_a_terminal_table_cuts_long_cells_and_a_pipe_keeps_them() -> None:
+    # Found by tests/test_readers_fuzz.py: a 1 MiB name was a screenful per row, and
+    # Rich took over a second to lay each table out.
+    name = "w" * (1 << 20)
+    terminal, pipe = io.StringIO(), io.StringIO()
+    Output(terminal, terminal=True).table(["name"], [(name,)], f"Runs of {name}")
+    Output(pipe, terminal=False).table(["name"], [(name,)], f"Runs of {name}")
+    assert len(terminal.getvalue()) < 4000
+    assert "(1,048,576 characters)" in terminal.getvalue()
+    assert pipe.getvalue() == f"name\n{name}\n"

@@ -33,12 +33,14 @@ _PICTURES: dict[int, str] = {
 }
 #: Multi-line text (a transcript, a Markdown export) keeps its line breaks and tabs.
 _LINES = {code: shown for code, shown in _PICTURES.items() if code not in (0x09, 0x0A)}
-#: A cell of a table is one line: a tab is a space, a newline its picture.
-_CELL = {**_PICTURES, 0x09: " "}
-#: What JSON text may carry raw that a terminal acts on or cannot be sent: DEL, C1, the
-#: bidi controls and surrogates (``json.dumps`` escapes C0 itself).
+#: A cell of a table is one line: a tab is a space, a newline its picture, and the
+#: line and paragraph separators (line breaks to ``str.splitlines``) U+FFFD.
+_CELL = {**_PICTURES, 0x09: " ", 0x2028: "\ufffd", 0x2029: "\ufffd"}
+#: What JSON text may carry raw that a terminal acts on or cannot be sent (DEL, C1,
+#: the bidi controls, surrogates) or that line-based readers take for a line break
+#: (U+2028, U+2029); ``json.dumps`` escapes C0 itself.
 _SURROGATES = re.compile("[\ud800-\udfff]")
-_JSON_ESCAPED = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_JSON_ESCAPED = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable_lines(text: str) -> str:
@@ -61,9 +63,10 @@ def utf8(text: str) -> bytes:
 
 def terminal_json(value: Any, *, allow_nan: bool = True) -> str:
     """``value`` as compact JSON on one line: non-ASCII text as it is (readable), but
-    DEL, C1, the bidi controls and lone surrogates as ``\\u`` escapes, so the line is
-    valid JSON that parses back to the same value and acts on no terminal.
-    ``allow_nan`` as for ``json.dumps``."""
+    DEL, C1, the bidi controls, lone surrogates and the line and paragraph separators
+    as ``\\u`` escapes, so the line is valid JSON that parses back to the same value,
+    is one line to any reader and acts on no terminal. ``allow_nan`` as for
+    ``json.dumps``."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
     # Those characters occur only inside JSON strings, where an escape means the same.
     return _JSON_ESCAPED.sub(lambda found: f"\\u{ord(found.group()):04x}", text)

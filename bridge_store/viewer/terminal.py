@@ -17,9 +17,11 @@ from .templating import compact, error_text
 from .times import shown_duration, shown_time
 from .transcript import Block, Text, ToolCall, TranscriptBuilder
 
-#: Arguments, results and unknown messages are cut to this on a terminal; --json or
-#: --markdown give them whole.
+#: Arguments, results, unknown messages and table cells are cut to this on a terminal;
+#: a pipe, --json or --markdown give them whole.
 PREVIEW_CHARS = 400
+#: A table's title (an agent's name, for its runs) is cut to this on a terminal.
+TITLE_CHARS = 120
 
 #: Columns a terminal table keeps on one line (ids and times), by how their names end.
 KEPT_WHOLE = (" id", "(UTC)")
@@ -135,10 +137,13 @@ class Output:
             for row in rows:
                 self.stream.write("\t".join(printable_cell(cell) for cell in row) + "\n")
             return
-        # The title names what is listed ("Runs of <the agent's name>"): text, like a cell.
-        table = Table(title=escape(printable_cell(title)), title_justify="left", expand=False)
+        # The title names what is listed ("Runs of <the agent's name>"): text, like a
+        # cell; cells are cut (a 1 MiB name is a screenful, and Rich takes a second to
+        # lay it out), where pipes, --json and --markdown give every cell whole.
+        shown = escape(printable_cell(_cut(title, TITLE_CHARS)))
+        table = Table(title=shown, title_justify="left", expand=False)
         names = list(columns)
-        cells = [tuple(printable_cell(cell) for cell in row) for row in rows]
+        cells = [tuple(printable_cell(_cut(cell)) for cell in row) for row in rows]
         # An id is copied and pasted, a time read at a glance: each on one line, as wide
         # as its widest, while names and paths wrap into what is left (when enough is).
         whole = {
