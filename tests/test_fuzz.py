@@ -39,10 +39,10 @@ from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
 from bridge_store.app import create_app
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.contract import MAX_CWD_BYTES, MAX_KEY_BYTES, MAX_LIMIT, MAX_SAFE_INTEGER
+from bridge_store.contract import MAX_SAFE_INTEGER
 from bridge_store.errors import Code
 from bridge_store.stores import Routes
-from tests.support.hostile import HOSTILE_CURSORS
+from tests.support.hostile import EDGE_TEXT, HOSTILE, json_values, numbers, texts
 from tests.support.redis import MakeRedisUrl
 from tests.support.s3 import MakeS3Url
 
@@ -79,85 +79,6 @@ def recorded_calls() -> list[dict[str, Any]]:
 RECORDED = recorded_calls()
 
 # -- values ------------------------------------------------------------------------------
-
-BOUNDARY_NUMBERS: list[int | float] = [
-    0,
-    -0.0,
-    1,
-    -1,
-    0.5,
-    1e-7,
-    5e-324,
-    2**31,
-    2**32,
-    MAX_LIMIT,
-    MAX_LIMIT + 1,
-    MAX_SAFE_INTEGER - 1,
-    MAX_SAFE_INTEGER,
-    MAX_SAFE_INTEGER + 1,
-    -MAX_SAFE_INTEGER,
-    -MAX_SAFE_INTEGER - 1,
-    2**63 - 1,
-    2**63,
-    -(2**63),
-    -(2**63) - 1,
-    2**64,
-    10**30,
-    -(10**30),
-    1e16,
-    1e308,
-    -1e308,
-    float(MAX_SAFE_INTEGER),
-]
-
-EDGE_TEXT: list[str] = [
-    "",
-    " ",
-    "\x00",
-    "a\x00b",
-    "\ud800",
-    "\udfff",
-    "x\ud83d",
-    "\ud83d\ude80",
-    "\ufeff",
-    "\u202e",
-    "\u0301",
-    "\uffff",
-    "\U0010ffff",
-    "/",
-    "..",
-    "%00",
-    "\\",
-    '"',
-    "a" * MAX_KEY_BYTES,
-    "a" * (MAX_KEY_BYTES + 1),
-    "é" * (MAX_KEY_BYTES // 2 + 1),
-    "/" * (MAX_CWD_BYTES + 1),
-    "0",
-    "-1",
-    "9" * 20,
-    *itertools.chain.from_iterable(HOSTILE_CURSORS.values()),
-]
-
-HOSTILE = list(itertools.chain.from_iterable(HOSTILE_CURSORS.values()))
-
-numbers = st.one_of(
-    st.sampled_from(BOUNDARY_NUMBERS),
-    st.integers(),
-    st.floats(allow_nan=False, allow_infinity=False),
-)
-texts = st.one_of(st.sampled_from(EDGE_TEXT), st.text(max_size=40))
-json_leaves = st.one_of(st.none(), st.booleans(), numbers, texts)
-json_values = st.recursive(
-    json_leaves,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.dictionaries(
-            st.one_of(texts, st.sampled_from(["agentId", "cursor", "limit"])), children, max_size=4
-        ),
-    ),
-    max_leaves=6,
-)
 
 
 def paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
