@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from itertools import chain
 
 from ..history import TOKEN_KINDS, summarize_run
@@ -28,6 +27,7 @@ from ..statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, to
 from ..types import Document
 from .activity import Activity
 from .reader import HistoryReader
+from .times import moment, shown_time
 
 WINDOWS = (7, 30)
 #: How many tools each "top" list names.
@@ -38,7 +38,10 @@ NO_MODEL = "(none)"
 
 
 def day_text(day: int) -> str:
-    return datetime.fromtimestamp(day * DAY_MS / 1000, UTC).strftime("%Y-%m-%d")
+    """A UTC day (days since 1970) as YYYY-MM-DD, through the viewer's one reading of
+    stored times (a window's days always name a date: ``to`` is one)."""
+    at = moment(day * DAY_MS)
+    return at.date().isoformat() if at is not None else shown_time(day * DAY_MS)
 
 
 def percentile(sorted_values: list[int], p: float) -> int | None:
