@@ -13,8 +13,11 @@ Two ways to answer, behind one seam (:class:`Searcher`, what the pages use):
   exactly as a scan would, so both find the same hits, only the index skips the rest.
 - :class:`ScanSearch` everywhere else (memory, Redis, S3): the history is read through
   the viewer's :class:`~bridge_store.viewer.reader.HistoryReader` like any page, a
-  bounded slice at a time: each page covers :data:`SCAN_AGENTS_PER_PAGE` agents,
-  newest first, with all their runs, and hands back the agents cursor to go on from.
+  bounded slice at a time: each page covers at most :data:`SCAN_AGENTS_PER_PAGE`
+  agents, newest first, with all their runs.
+
+Either way a page is bounded in hits and bytes, and its cursor may stop inside an
+agent's runs (:mod:`.search_pages`).
 
 Both read through a reader made for the caller, so both see the caller's tenant only;
 the index is also asked for that tenant alone.
@@ -196,9 +199,11 @@ class _History(Protocol):
     @property
     def reader(self) -> HistoryReader: ...
 
-    async def rest_of(self, inside: Inside, words: list[str]) -> list[Document] | None:
-        """The runs left to search of the agent a cursor stopped inside; None if the
-        agent is gone or no longer where it was (the list goes on after its place)."""
+    async def rest_of(
+        self, inside: Inside, words: list[str]
+    ) -> tuple[Document, list[Document]] | None:
+        """The agent a cursor stopped inside and its runs left to search; None if it is
+        gone or no longer where it was (the list goes on after its place)."""
         ...
 
     async def agents_after(self, after: AgentPosition | None, words: list[str]) -> Slice:
@@ -219,13 +224,11 @@ async def _search_page(
     fill = PageFill(limit)
     query = " ".join(words)
     inside = start.inside
-    if inside is not None:
-        agent = await history.reader.agent(inside.agent_id)
-        runs = await history.rest_of(inside, words) if agent is not None else None
-        if agent is not None and runs is not None:
-            stopped, last = await _fill_runs(history.reader, fill, agent, runs, words)
-            if stopped:
-                return SearchPage(query, fill.hits, inside_cursor(agent, last), method)
+    rest = await history.rest_of(inside, words) if inside is not None else None
+    if rest is not None:
+        stopped, last = await _fill_runs(history.reader, fill, *rest, words)
+        if stopped:
+            return SearchPage(query, fill.hits, inside_cursor(rest[0], last), method)
     if start.ended:
         return SearchPage(query, fill.hits, None, method)
     # The cursor that starts the next page at the agent about to be searched.
@@ -270,11 +273,13 @@ class ScanSearch:
     ) -> SearchPage:
         return await _search_page(self, words, cursor, limit, "scan")
 
-    async def rest_of(self, inside: Inside, words: list[str]) -> list[Document] | None:
+    async def rest_of(
+        self, inside: Inside, words: list[str]
+    ) -> tuple[Document, list[Document]] | None:
         agent = await self.reader.agent(inside.agent_id)
         if agent is None or not inside.holds(agent):
             return None
-        return inside.runs_after(await self.reader.all_runs(inside.agent_id))
+        return agent, inside.runs_after(await self.reader.all_runs(inside.agent_id))
 
     async def agents_after(self, after: AgentPosition | None, words: list[str]) -> Slice:
         # A slice is a number of agents read, not of hits: each costs reading its runs.
@@ -307,7 +312,11 @@ class IndexedSearch:
             return await scan.search_history(words, cursor=cursor, limit=limit)
         return await _search_page(self, words, cursor, limit, "index")
 
-    async def rest_of(self, inside: Inside, words: list[str]) -> list[Document] | None:
+    async def rest_of(
+        self, inside: Inside, words: list[str]
+    ) -> tuple[Document, list[Document]] | None:
+        # The index is asked from right before the agent: is it still a candidate, and
+        # which of its runs does it name?
         before = inside.before()
         if before is None:
             return None
@@ -316,7 +325,10 @@ class IndexedSearch:
         )
         if not found or found[0][0] != inside.position():
             return None
-        return inside.runs_after(await self._runs(inside.agent_id, found[0][1]))
+        agent = await self.reader.agent(inside.agent_id)
+        if agent is None:
+            return None
+        return agent, inside.runs_after(await self._runs(inside.agent_id, found[0][1]))
 
     async def agents_after(self, after: AgentPosition | None, words: list[str]) -> Slice:
         found = await self.index.search_candidates(
