@@ -292,8 +292,8 @@ def search(reading: Reading, query: str) -> None:
 
 #: The read commands in every output mode: (argv before the source, whether on a
 #: Rich terminal, whether its lines are JSON, argv after the source). ``{agent}`` and
-#: ``{run}`` are the example's first agent and run (``--`` keeps an id that starts
-#: with "-" an id).
+#: ``{run}`` are the example's first agent and run; an id may start with "-", so it is
+#: given after ``--`` or as ``--agent=ID``.
 COMMANDS: list[tuple[list[str], bool, bool, list[str]]] = [
     (["agents", "--archived"], True, False, []),
     (["agents", "--archived"], False, False, []),
@@ -305,10 +305,10 @@ COMMANDS: list[tuple[list[str], bool, bool, list[str]]] = [
     (["runs", "--json"], False, True, ["--", "{agent}"]),
     (["overview"], True, False, []),
     (["overview", "--json", "--days", "30"], False, True, []),
-    (["transcript", "--agent", "{agent_of_run}"], True, False, ["--", "{run}"]),
-    (["transcript", "--agent", "{agent_of_run}"], False, False, ["--", "{run}"]),
-    (["transcript", "--agent", "{agent_of_run}", "--json"], False, True, ["--", "{run}"]),
-    (["transcript", "--agent", "{agent_of_run}", "--markdown"], True, False, ["--", "{run}"]),
+    (["transcript", "--agent={agent_of_run}"], True, False, ["--", "{run}"]),
+    (["transcript", "--agent={agent_of_run}"], False, False, ["--", "{run}"]),
+    (["transcript", "--agent={agent_of_run}", "--json"], False, True, ["--", "{run}"]),
+    (["transcript", "--agent={agent_of_run}", "--markdown"], True, False, ["--", "{run}"]),
 ]
 #: Each example runs this many of them (each costs a whole command's start), so a
 #: few dozen examples run each many times over.
@@ -330,8 +330,8 @@ def read_commands(
         before, terminal, lines, after = COMMANDS[index]
         if any("{run}" in arg for arg in after) and not runs:
             continue
-        argv = [arg.format(**names) if arg.startswith("{") else arg for arg in before]
-        argv += source + [arg.format(**names) if arg.startswith("{") else arg for arg in after]
+        argv = [arg.format(**names) if "{" in arg else arg for arg in before]
+        argv += source + [arg.format(**names) if "{" in arg else arg for arg in after]
         out = printed(argv, capsys, terminal=terminal)
         if lines:
             for line in out.split("\n")[:-1]:
