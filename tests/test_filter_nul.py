@@ -59,7 +59,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         make: Callable[[], str] = request.getfixturevalue(f"make_{request.param}_url")
         store = make()
     app = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
-    with running(app) as url:
+    with running(app, access_log=False) as url:
         for substore, method, data in history_calls():
             answer = httpx.post(
                 url + CALL_STORE_PATH,
@@ -114,3 +114,28 @@ def test_read_commands_refuse_a_nul_in_one_line(
             out, err = capsys.readouterr()
             assert out == ""
             assert err == f"bridge-store: {flag} must not contain NUL\n", argv
+
+
+@pytest.mark.parametrize(
+    ("argv", "label"),
+    [
+        (["prune", "--older-than", "1d", "--cwd", NUL], "--cwd"),
+        (["export-runs", "--to", "http://127.0.0.1:1", "--agent", NUL], "--agent"),
+        (["export", "--output", NUL], "--output"),
+        (["token", "revoke", NUL], "name"),
+        (["agents", "--store", f"sqlite:///{NUL}"], "--store"),
+    ],
+)
+def test_every_command_refuses_a_nul_argument_in_one_line(
+    argv: list[str], label: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Filters that reach a backend, names, paths and URLs: refused before the command
+    # runs, naming the flag, whatever the command would have made of it.
+    if argv[0] == "prune":
+        argv = [*argv, "--store", f"sqlite:///{tmp_path / 'x.db'}"]
+    if argv[0] == "token":
+        argv = [*argv, "--tokens-file", str(tmp_path / "tokens.toml")]
+    capsys.readouterr()
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"bridge-store: {label} must not contain NUL\n")

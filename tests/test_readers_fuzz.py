@@ -165,8 +165,10 @@ def reading(
     token_file.write_text(TOKEN)
     app = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
     headers = {"Authorization": f"Bearer {TOKEN}"}
+    # No access log: what the commands print to stderr is theirs alone (a log handler
+    # an earlier test left on a closed capture would print its own error there).
     with (
-        running(app) as url,
+        running(app, access_log=False) as url,
         httpx.Client(base_url=url, headers=headers, timeout=120) as client,
     ):
         remote = ["--store-callback-url", url, "--store-auth-token-file", str(token_file)]

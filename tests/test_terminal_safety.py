@@ -98,7 +98,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     token_file = folder / "token"
     token_file.write_text(TOKEN)
     app = create_app(ServerConfig(routes=Routes.single(url), auth_token=TOKEN))
-    with running(app) as server:
+    with running(app, access_log=False) as server:
         for substore, method, data in calls():
             store_call(server, substore, method, data)
         remote = ["--store-callback-url", server, "--store-auth-token-file", str(token_file)]
@@ -221,7 +221,7 @@ def test_prune_gc_and_copy_print_stored_ids_as_text(
     # name it.
     target = f"sqlite:///{tmp_path / 'copy.db'}"
     app = create_app(ServerConfig(routes=Routes.single(target), auth_token=TOKEN))
-    with running(app) as url:
+    with running(app, access_log=False) as url:
         store_call(url, "agents", "create", {"agent": agent(HOSTILE_ID, "other", "/", "idle", 1)})
     capsys.readouterr()
     store = hostile.store

@@ -118,7 +118,7 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     commands read the file too) and on memory (the run list by a scan)."""
     store = f"sqlite:///{tmp_path / 'times.db'}" if request.param == "sqlite" else "memory://"
     app = create_app(ServerConfig(routes=Routes.single(store), auth_token=TOKEN))
-    with running(app) as url:
+    with running(app, access_log=False) as url:
         for substore, method, data in odd_calls():
             response = store_call(url, substore, method, data)
             assert response.status_code == 200, response.text

@@ -19,8 +19,9 @@ do not pay for the others (tests/test_cli.py checks it).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
 from .. import __version__
@@ -115,7 +116,42 @@ def parse_args(
     """``argv`` parsed, with the settings of a ``--config`` file where neither a flag nor
     an environment variable (``environ``, default ``os.environ``) gives them."""
     parser = build_parser()
-    return apply_config_file(parser, argv, parser.parse_args(argv), environ)
+    args = apply_config_file(parser, argv, parser.parse_args(argv), environ)
+    refuse_nul(parser, args)
+    return args
+
+
+def refuse_nul(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """ConfigurationError naming the first argument (flag, positional or config file
+    setting) that holds a NUL, before the command runs.
+
+    No store keys by NUL and no name, path or URL holds one: left to a backend, a
+    filter with a NUL was refused by Postgres and found nothing elsewhere.
+    """
+    for action in _chosen_actions(parser, args):
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if any(
+            isinstance(each, str | os.PathLike) and "\x00" in os.fspath(each) for each in values
+        ):
+            if action.option_strings:
+                label = max(action.option_strings, key=len)
+            else:
+                label = str(action.metavar or action.dest)  # as the usage line names it
+            raise ConfigurationError(f"{label} must not contain NUL")
+
+
+def _chosen_actions(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> Iterator[argparse.Action]:
+    """The arguments of ``parser`` and of the (sub)commands ``args`` chose."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                yield from _chosen_actions(chosen, args)
+        else:
+            yield action
 
 
 def main(argv: Sequence[str] | None = None) -> int:

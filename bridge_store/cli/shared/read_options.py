@@ -233,27 +233,11 @@ async def hinted(reader: HistoryReader, work: Coroutine[Any, Any, None]) -> None
         raise ConnectError(error.code, f"{error.message}; {hint}") from None
 
 
-#: The read commands' positional arguments, as their usage lines name them.
-_POSITIONALS = {"agent_id": "AGENT_ID", "run_id": "RUN_ID"}
-
-
-def refuse_nul(args: argparse.Namespace) -> None:
-    """One line naming the first argument that holds a NUL, before anything is read:
-    no store keys by NUL, and every backend then answers the same."""
-    for dest, value in vars(args).items():
-        values = value if isinstance(value, list) else [value]
-        if any(isinstance(each, str) and "\x00" in each for each in values):
-            flag = _POSITIONALS.get(dest, "--" + dest.replace("_", "-"))
-            raise ConfigurationError(f"{flag} must not contain NUL")
-
-
 def run_reading(
     read: Callable[[HistoryReader, argparse.Namespace], Coroutine[Any, Any, None]],
     args: argparse.Namespace,
 ) -> int:
     """Run a history command; what the store refuses is one line on stderr, exit 1."""
-
-    refuse_nul(args)
 
     async def main() -> None:
         async with open_reader(args) as reader:
@@ -267,8 +251,6 @@ def run_paging(
     args: argparse.Namespace,
 ) -> int:
     """Run a history command that prints page data, as :func:`run_reading` does."""
-
-    refuse_nul(args)
 
     async def main() -> None:
         async with open_pages(args) as pages:
