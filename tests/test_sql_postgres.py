@@ -273,10 +273,17 @@ async def test_a_schema_of_its_own_through_search_path(
             await backend.close()
     tables = fetch(
         url,
-        "SELECT schemaname, count(*) FROM pg_tables "
-        "WHERE schemaname IN ('public', 'team_a', 'team_b') GROUP BY 1 ORDER BY 1",
+        "SELECT schemaname, tablename FROM pg_tables "
+        "WHERE schemaname IN ('public', 'team_a', 'team_b') ORDER BY 1, 2",
     )
-    assert [tuple(row) for row in tables] == [("team_a", 8), ("team_b", 8)]
+    # Each schema holds the whole schema and the public one holds nothing.
+    in_schema = {
+        schema: {row[1] for row in tables if row[0] == schema}
+        for schema in ("public", "team_a", "team_b")
+    }
+    assert in_schema["public"] == set()
+    assert in_schema["team_a"] == in_schema["team_b"]
+    assert {"agents", "runs", "run_events", "checkpoint_blobs"} <= in_schema["team_a"]
 
 
 async def test_missing_database_fails_the_start() -> None:

@@ -25,7 +25,7 @@ from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import downgrade
 from bridge_store_sql.statements import Session
 
-from .test_overview import SINCE, WRITER, counted, normal, tool_event, url
+from .test_overview import SINCE, TENANT, WRITER, counted, normal, tool_event, url
 
 __all__ = ["url"]  # the fixture, imported to be used here
 
@@ -125,3 +125,34 @@ async def test_a_run_id_under_a_second_agent_deleted_from_the_first_keeps_its_co
     indexed, scanned = await counted(empty)
     assert [(row.model, row.calls) for row in scanned.tools] == [("m-2", 1)]
     assert normal(indexed) == normal(scanned)
+
+
+async def test_one_statement_inserting_many_runs_and_counts_keeps_them_exact(
+    empty: OpenStores,
+) -> None:
+    """One lock per run id ran Postgres out of lock slots ("out of shared memory", at
+    6,400 by default) when one statement inserted thousands of runs: the locks are
+    folded into 1,024 buckets, so a bulk load of any size commits and counts exactly."""
+    backend = backend_of(empty)
+    many = 20_000
+
+    def load(conn: Session) -> None:
+        conn.execute(
+            sa.text(
+                "INSERT INTO run_tool_calls (tenant, run_id, tool, calls, failures) "
+                "SELECT :tenant, 'bulk-' || i, 'grep', 2, 1 FROM generate_series(1, :n) AS i"
+                if backend.db.dialect == "postgresql"
+                else "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s "
+                "WHERE i < :n) INSERT INTO run_tool_calls (tenant, run_id, tool, calls, "
+                "failures) SELECT :tenant, 'bulk-' || i, 'grep', 2, 1 FROM s"
+            ),
+            {"n": many, "tenant": TENANT},
+        )
+
+    await backend.db.write(load, what="test", atomic=True, retry=False)
+    for n in (1, many):
+        await client_of(empty).call(
+            "runs", "create", {"run": run(f"bulk-{n}", "agent-1", startedAt=SINCE + n)}
+        )
+    indexed, _ = await counted(empty)
+    assert [(row.tool, row.calls, row.failures) for row in indexed.tools] == [("grep", 4, 2)]

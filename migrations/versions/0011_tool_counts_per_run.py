@@ -35,6 +35,11 @@ a row they copy waits for their commit (its trigger then rewrites or drops the c
 or they wait for its commit and copy what it left. Updates and deletes need no lock:
 the rows they change are visible, and their row locks order them. A statement takes
 one lock per run id it inserts (a run, or a run's counts), so bulk deletes take none.
+The lock's second key is the hash of (tenant, run id) folded into :data:`LOCK_BUCKETS`
+values: a transaction holds at most that many locks, however many runs it inserts
+(one lock per run id ran Postgres out of lock slots, "out of shared memory", at a
+few thousand runs in one statement), and two inserts of different run ids that share
+a bucket only wait for each other's commit.
 
 The upgrade drops 0008's triggers, index and columns, counts every stored event again
 (0006's backfill: a tool count that was ever wrong is right afterwards), and fills
@@ -68,6 +73,9 @@ depends_on: str | Sequence[str] | None = None
 
 #: The first key of every tool-count advisory lock ("bs", 0x0011).
 LOCK_CLASS = 0x62730011
+#: How many locks of :data:`LOCK_CLASS` there are; bounds the locks one transaction holds
+#: (Postgres has ``max_locks_per_transaction`` x connections slots, 6,400 by default).
+LOCK_BUCKETS = 1024
 _TABLE = "run_tool_days"
 _INDEX = "ix_run_tool_days_day"
 _COLUMNS = "tenant, run_id, tool, agent_id, started_at, day, model_id, calls, failures"
@@ -83,7 +91,7 @@ def _previous(name: str) -> ModuleType:
 def _lock(row: str) -> str:
     return (
         f"PERFORM pg_advisory_xact_lock({LOCK_CLASS}, "
-        f"hashtext({row}.tenant || ':' || {row}.run_id))"
+        f"hashtext({row}.tenant || ':' || {row}.run_id) & {LOCK_BUCKETS - 1})"
     )
 
 
