@@ -16,7 +16,7 @@ from bridge_store.cli import main
 from bridge_store.stores import Stores
 from tests.support.lifecycle import on_stores, seed, snapshot
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
-from tests.test_copy import routes, sqlite_arguments
+from tests.test_copy import _created_by_auth_token, _creators, routes, sqlite_arguments
 
 
 @pytest.fixture
@@ -50,6 +50,51 @@ def test_export_then_import_into_every_backend(
     again = tmp_path / "again.tar.gz"
     assert main(["export", *target, "--output", str(again)]) == 0
     assert _contents(again) == _contents(path)
+
+
+@pytest.mark.parametrize("kind", DURABLE_STORE_KINDS)
+def test_export_then_import_keeps_who_created_each_agent_and_run(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # A backup restored read "created by unknown" for every agent and run.
+    source = sqlite_arguments(tmp_path / "source.db")
+    on_stores(routes(source), _created_by_auth_token)
+    path = tmp_path / "backup.tar.gz"
+    assert main(["export", *source, "--output", str(path)]) == 0
+    (tmp_path / "kind").mkdir()
+    target = serve_arguments(kind, request, tmp_path / "kind")
+    assert main(["import", *target, "--input", str(path)]) == 0
+    expected = ({"agent-1": "auth-token"}, {("agent-1", "run-1"): "alice@laptop"})
+    assert on_stores(routes(target), _creators) == expected
+
+
+def test_an_archived_creator_that_is_no_token_name_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = sqlite_arguments(tmp_path / "source.db")
+    on_stores(routes(source), _created_by_auth_token)
+    path = tmp_path / "backup.tar.gz"
+    assert main(["export", *source, "--output", str(path)]) == 0
+    contents = dict(_members(path))
+    named = {info.name: (info, data) for info, data in contents.items()}
+    agents = named["agents.jsonl"][1].replace(b'"auth-token"', b'"\\u001b[31mred"')
+    manifest = json.loads(named["manifest.json"][1])
+    # A consistent archive (its manifest names the forged member's digest and size).
+    manifest["members"]["agents.jsonl"] = {
+        "sha256": hashlib.sha256(agents).hexdigest(),
+        "size": len(agents),
+    }
+    replaced = {"agents.jsonl": agents, "manifest.json": json.dumps(manifest).encode()}
+    forged = tmp_path / "forged.tar.gz"
+    with tarfile.open(forged, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in contents.items():
+            data = replaced.get(info.name, data)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    target = sqlite_arguments(tmp_path / "target.db")
+    capsys.readouterr()
+    assert main(["import", *target, "--input", str(forged)]) != 0
+    assert "is not a token name" in capsys.readouterr().err
 
 
 def test_import_twice_imports_nothing_new(

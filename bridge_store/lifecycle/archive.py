@@ -13,7 +13,9 @@ without bridge-store). Members, in this order:
   item counts per substore, the SHA-256 and size of each JSON-lines member, and a
   digest per agent (:class:`~.verify.AgentDigest`);
 - ``runs.jsonl``, ``runEvents.jsonl``, ``agents.jsonl``: one JSON object a line,
-  ``{"tenant": ..., "run"|"event"|"agent": document}``; events in seq order per run.
+  ``{"tenant": ..., "run"|"event"|"agent": document}``, runs and agents with
+  ``"creator"`` (the token name that created them) where the store recorded one; events
+  in seq order per run.
 
 Agents come last, so an import, reading in order, writes an agent after its history.
 """
@@ -104,8 +106,13 @@ def blob_of_member(name: str) -> tuple[str, str, str]:
     return tenant, agent_id, blob_id
 
 
-def line(tenant: str, key: str, document: Any) -> bytes:
-    return jsontext.dumps({"tenant": tenant, key: document}) + b"\n"
+def line(tenant: str, key: str, document: Any, creator: str | None = None) -> bytes:
+    """One JSON line; an archive without ``creator`` (an earlier version's) reads as
+    items whose creator is unknown, as they were."""
+    entry = {"tenant": tenant, key: document}
+    if creator is not None:
+        entry["creator"] = creator
+    return jsontext.dumps(entry) + b"\n"
 
 
 def _hex(text: str) -> str:

@@ -114,7 +114,7 @@ async def export_history(
                         continue
                     exported.add(agent["agentId"])
                     digest = AgentDigest(censuses[tenant])
-                    async for item in agent_items(stores, tenant, agent):
+                    async for item in agent_items(stores, tenant, agent, creators=True):
                         # What import would refuse is refused here, so that every archive
                         # export writes can be restored.
                         cached, data = await _cached(checked(item))
@@ -249,7 +249,8 @@ def _write(
             _count(tally, "runEvents", len(text))
     else:
         substore: SubstoreName = "runs" if isinstance(item, RunItem) else "agents"
-        text = line(item.tenant, "run" if substore == "runs" else "agent", item.document)
+        key = "run" if substore == "runs" else "agent"
+        text = line(item.tenant, key, item.document, item.creator)
         spools[f"{substore}.jsonl"].write(text)
         _count(tally, substore, len(text))
 

@@ -141,12 +141,12 @@ def line_item(record: LineRecord) -> Item:
         raise ArchiveError(f"{where} is not JSON export writes: {error}") from None
     if not isinstance(entry, dict) or "tenant" not in entry or key not in entry:
         raise ArchiveError(f'{where} must be an object with "tenant" and "{key}"')
-    tenant, document = entry["tenant"], entry[key]
+    tenant, document, creator = entry["tenant"], entry[key], entry.get("creator")
     item: Item
     if substore == "runs":
-        item = RunItem(tenant, document)
+        item = RunItem(tenant, document, creator)
     elif substore == "agents":
-        item = AgentItem(tenant, document)
+        item = AgentItem(tenant, document, creator)
     else:
         run_id = document.get("runId") if isinstance(document, dict) else None
         item = EventsItem(tenant, run_id if isinstance(run_id, str) else "", [document])
