@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from ..pricing.money import COST_SCALE, scaled, shown_money
 from ..types import Document
+from .agent_rows import shortened
 from .charts import layout
 from .times import iso_time, shown_duration, shown_offset, shown_time, shown_utc
 
@@ -94,6 +95,17 @@ def money(value: Any, currency: str) -> str:
     return shown_money(scaled(amount, COST_SCALE), currency)
 
 
+#: A name or title shown in a page is cut to this many characters: CallStore accepts a
+#: name of megabytes, which a list of fifty would repeat fifty times (the document's
+#: JSON, on the agent page and ``?format=json``, keeps it whole).
+LABEL_CHARS = 200
+
+
+def label(value: Any) -> str:
+    """``value`` on one line, cut to :data:`LABEL_CHARS` characters."""
+    return shortened(str(value), LABEL_CHARS)
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -118,6 +130,7 @@ def environment() -> jinja2.Environment:
         number=number,
         money=money,
         token_label=token_label,
+        label=label,
     )
     env.globals["chart_layout"] = layout
     env.globals.update(query=lambda **params: urlencode({k: v for k, v in params.items() if v}))
