@@ -22,7 +22,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import ServerConfig
-from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
+from .connect import (
+    CALL_STORE_PATH,
+    WORKSPACE_SEGMENT_SCOPE,
+    CallStoreEndpoint,
+    bearer_principal,
+)
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
 from .features import Leases, PoolFigures
@@ -43,6 +48,9 @@ from .types import Answer
 from .urls import redact
 from .viewer import UI_PATH
 from .viewer.welcome import BridgeHint, sole_holder
+from .workspaces import segment as workspace_segment
+from .workspaces import translate
+from .workspaces.paths import Checkout
 
 if TYPE_CHECKING:
     from .ops.tracing import Tracing
@@ -84,14 +92,18 @@ class BridgeStoreApp:
         return self.server.availability
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] == "http"
-            and scope["path"] == CALL_STORE_PATH
-            and scope["method"] == "POST"
-        ):
-            await self.call_store_endpoint(scope, receive, send)
-        else:
-            await self.starlette(scope, receive, send)
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            if path == CALL_STORE_PATH:
+                await self.call_store_endpoint(scope, receive, send)
+                return
+            # A bridge working in a checkout of a workspace: /w/<segment>/ + CallStore.
+            segment = workspace_segment.split_path(path, CALL_STORE_PATH)
+            if segment is not None:
+                scope = {**scope, WORKSPACE_SEGMENT_SCOPE: segment}
+                await self.call_store_endpoint(scope, receive, send)
+                return
+        await self.starlette(scope, receive, send)
 
 
 class BridgeStoreServer:
@@ -224,11 +236,24 @@ class BridgeStoreServer:
             served = self.live_export.watching(served)
         return served
 
-    async def handle(self, principal: Principal, substore: Any, method: Any, data: Any) -> Answer:
+    async def handle(
+        self,
+        principal: Principal,
+        substore: Any,
+        method: Any,
+        data: Any,
+        checkout: Checkout | None = None,
+    ) -> Answer:
+        """One bridge's call; its agents' ``cwd`` translated for ``checkout``, the one
+        its store URL named (:mod:`.workspaces.translate`)."""
         stores = self.serving().served
         backend = self.availability.of(substore)
         try:
-            answer = await call_store(stores, substore, method, data, principal=principal)
+            data = translate.inbound(checkout, substore, method, data)
+            output, compressible = await call_store(
+                stores, substore, method, data, principal=principal
+            )
+            answer = translate.outbound(checkout, substore, method, output), compressible
         except ConnectError as error:
             # Only the backend's failures count; a client's mistake says nothing of it.
             if error.code in BACKEND_FAILURES and backend is not None:

@@ -35,6 +35,8 @@ from .wire._compression import (
 )
 from .wire.large_answers import StreamedReply
 from .wire.replies import Reply, error_response, unsupported_media_type
+from .workspaces import segment as workspace_segment
+from .workspaces.paths import Checkout
 
 CALL_STORE_PATH = "/sdk.v1.SdkStoreCallbackService/CallStore"
 PROTOCOL_VERSION = "1"
@@ -43,9 +45,12 @@ _PROTOCOL_VERSION_BYTES = PROTOCOL_VERSION.encode()
 SUPPORTED_ENCODINGS = "gzip"
 _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
 
-#: What serves a decoded call: (caller, substore, method, input) -> its answer (output
-#: None: null).
-CallHandler = Callable[[Principal, Any, Any, Any], Awaitable[Answer]]
+#: What serves a decoded call: (caller, substore, method, input, the checkout the
+#: caller's store URL named or None) -> its answer (output None: null).
+CallHandler = Callable[[Principal, Any, Any, Any, Checkout | None], Awaitable[Answer]]
+#: The ASGI scope key under which the app hands the endpoint a store URL's workspace
+#: segment (:mod:`.workspaces.segment`), decoded only once the caller is known.
+WORKSPACE_SEGMENT_SCOPE = "bridge_store.workspace_segment"
 
 #: A request's headers by lower-case name, as sent (latin-1 bytes).
 RequestHeaders = dict[bytes, bytes]
@@ -232,14 +237,22 @@ class CallStoreEndpoint:
             else:
                 principal, codec, encoding = admitted
                 try:
+                    checkout = _checkout(scope)
                     timeout = request_timeout(headers)
                     if timeout is None:
                         output, compressible = await self._read_and_call(
-                            principal, codec, headers, receive, encoding, observation
+                            principal, codec, headers, receive, encoding, observation, checkout
                         )
                     else:
                         output, compressible = await self._read_and_call_within(
-                            timeout, principal, codec, headers, receive, encoding, observation
+                            timeout,
+                            principal,
+                            codec,
+                            headers,
+                            receive,
+                            encoding,
+                            observation,
+                            checkout,
                         )
                 except ConnectError as error:
                     reply = error_response(error)
@@ -345,12 +358,13 @@ class CallStoreEndpoint:
         receive: Receive,
         encoding: str | None,
         observation: Any,
+        checkout: Checkout | None,
     ) -> Answer:
         """:meth:`_read_and_call` under the client's ``Connect-Timeout-Ms``."""
         try:
             async with asyncio.timeout(seconds) as deadline:
                 return await self._read_and_call(
-                    principal, codec, headers, receive, encoding, observation
+                    principal, codec, headers, receive, encoding, observation, checkout
                 )
         except TimeoutError:
             if not deadline.expired():
@@ -365,6 +379,7 @@ class CallStoreEndpoint:
         receive: Receive,
         encoding: str | None,
         observation: Any,
+        checkout: Checkout | None,
     ) -> Answer:
         body: bytes | bytearray = await read_body(
             receive, headers.get(b"content-length"), self._limit
@@ -383,7 +398,7 @@ class CallStoreEndpoint:
         if self._observer is not None:
             self._observer.named(observation, call.substore, call.method, received)
         try:
-            return await self._handler(principal, call.substore, call.method, call.input)
+            return await self._handler(principal, call.substore, call.method, call.input, checkout)
         except ConnectError:
             raise
         except Exception as error:
@@ -392,3 +407,9 @@ class CallStoreEndpoint:
             # learns nothing about the backend.
             log_failure(logger, f"CallStore {call.substore!s:.40}.{call.method!s:.40}", error)
             raise ConnectError(Code.INTERNAL, "internal error") from None
+
+
+def _checkout(scope: Scope) -> Checkout | None:
+    """The checkout the request's store URL names (None: a plain CallStore path)."""
+    segment = scope.get(WORKSPACE_SEGMENT_SCOPE)
+    return None if segment is None else workspace_segment.decode(segment)

@@ -193,6 +193,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             *("bridge_store", "types", "errors", "failures", "urls", "sort_keys", "wire."),
             *("substores", "hookspecs", "plugins", "contract", "stored_documents", "reaching"),
             *("statistics", "history", "features", "stores", "toml_files", "shares", "pricing."),
+            "workspaces.",
         ),
     ),
     ("access: who calls, what they may see", ("security.", "dispatch", "connect")),

@@ -6,7 +6,8 @@
 ``copy``, ``export``, ``import`` and ``import-local`` (:mod:`.copy`, :mod:`.export`,
 :mod:`.import_archive`, :mod:`.import_local`), ``export-runs``
 (:mod:`.export_runs`), the history commands ``agents``, ``runs``, ``overview`` and
-``transcript``, ``ui`` (:mod:`.ui`) and ``config show`` (:mod:`.config`). What they
+``transcript``, ``ui`` (:mod:`.ui`), ``config show`` (:mod:`.config`) and
+``workspace-url`` (:mod:`.workspace_url`). What they
 share is in :mod:`.shared`, never in another command: the store, tenant and key-file
 options, reading and moving history, serve's config file, running under uvicorn.
 Each command module has ``add_parser(commands)`` and ``run(args) -> exit status``.
@@ -53,6 +54,7 @@ from . import (
     token,
     transcript,
     ui,
+    workspace_url,
 )
 from .shared.parsers import CommandParser
 from .shared.settings import apply_config_file
@@ -91,6 +93,7 @@ COMMANDS: dict[str, Command] = {
     "transcript": transcript,
     "ui": ui,
     "config": config,
+    "workspace-url": workspace_url,
 }
 
 

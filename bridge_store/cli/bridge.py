@@ -95,6 +95,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the agents' working directory (default: the current directory)",
     )
     options.add_argument(
+        "--workspace-rule",
+        action="append",
+        default=[],
+        metavar="PATTERN=NAME",
+        help=(
+            "a directory matching PATTERN (or under one) is in workspace NAME, before its "
+            "git origin remote names one (docs/team.md)"
+        ),
+    )
+    options.add_argument(
         "--state-root",
         metavar="DIR",
         help="the bridge's own state directory (default: the bridge's)",
@@ -137,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         workspace=args.workspace,
+        workspace_rules=args.workspace_rule,
         state_root=args.state_root,
         verbose=args.verbose,
         offline=args.offline,
@@ -183,6 +194,7 @@ def bridge_main(
     host: str | None = None,
     port: int | None = None,
     workspace: str | None = None,
+    workspace_rules: Sequence[str] = (),
     state_root: str | None = None,
     verbose: bool = False,
     offline: bool = False,
@@ -244,6 +256,7 @@ def bridge_main(
             auth_token_file=token_file,
             store_ca_file=store_ca_file,
             workspace=workspace,
+            workspace_rules=workspace_rules,
             bridge_command=bridge_command,
             bridge_args=bridge_args,
             host=host,

@@ -28,9 +28,12 @@ from .offline_api import API_KEY as OFFLINE_API_KEY
 from .offline_api import BACKEND_URL_ENV, OfflineCursorApi
 from .store import Sidecar, check_store, start_sidecar
 from .viewer_access import embedded_token_file, token_from_file
+from .workspace import bridge_workspace, rules_from
 
 if TYPE_CHECKING:
     import cursor_sdk
+
+    from ..workspaces.paths import Checkout
 
 
 class SessionError(RuntimeError):
@@ -58,6 +61,7 @@ class Session:
         store_ca_file: str | os.PathLike[str] | None = None,
         auth_token_file: Path | None = None,
         offline_api: OfflineCursorApi | None = None,
+        checkout: Checkout | None = None,
     ) -> None:
         self.bridge = bridge
         #: The offline stand-in for the Cursor API the bridge talks to, if offline.
@@ -71,6 +75,9 @@ class Session:
         self.auth_token_file = auth_token_file
         self.store_ca_file = store_ca_file
         self.workspace = workspace
+        #: The checkout of a workspace the bridge works in (None: its agents keep
+        #: their paths), docs/team.md.
+        self.checkout = checkout
         self._lock = threading.Lock()
         self._closing = False
         self._closed = False
@@ -240,6 +247,7 @@ def launch(
     timeout: float = START_TIMEOUT_SECONDS,
     offline: bool = False,
     store_port: int = 0,
+    workspace_rules: Sequence[str | tuple[str, str]] = (),
 ) -> Session:
     """Start a store server and the bridge on it; returns the running :class:`Session`.
 
@@ -257,6 +265,10 @@ def launch(
     (``NODE_EXTRA_CA_CERTS``).
 
     ``workspace`` (default: the current directory) is the bridge's default ``cwd``.
+    When it is in a git checkout with an ``origin`` remote, or matches one of
+    ``workspace_rules`` (``PATTERN=NAME``, before ``$BRIDGE_STORE_WORKSPACE_RULES``),
+    the bridge shares its agents with every checkout of that workspace in its tenant
+    (docs/team.md); ``session.checkout`` says which.
     ``bridge_command`` replaces the launcher (default ``$CURSOR_SDK_BRIDGE_BIN``, else
     the one in the installed ``cursor-sdk``); ``bridge_args`` are added to its command
     line. ``env`` adds to what both children inherit (store secrets never reach the
@@ -269,6 +281,7 @@ def launch(
     run ends at once with status ``error`` and an error saying no model runs offline.
     """
     workspace = os.fspath(workspace if workspace is not None else os.getcwd())
+    rules = rules_from(workspace_rules)
     command = list(bridge_command) if bridge_command is not None else [bridge_path()]
     # Before anything starts: an address the bridge would refuse is one line now.
     check_address(host, port, ("host", "port"))
@@ -323,12 +336,14 @@ def launch(
             sidecar.close()
             raise unsaved
         store_url, token = sidecar.url, sidecar.auth_token
+    where = bridge_workspace(store_url, workspace, rules)
+    workspace = where.directory
     offline_api = OfflineCursorApi().start() if offline else None
     if offline_api is not None:
         env = {**(env or {}), BACKEND_URL_ENV: offline_api.url}
     try:
         bridge = launch_bridge(
-            store_url,
+            where.store_url,
             token,
             command=command,
             host=host,
@@ -357,4 +372,5 @@ def launch(
         store_ca_file=store_ca_file,
         auth_token_file=token_file,
         offline_api=offline_api,
+        checkout=where.checkout,
     )
