@@ -32,7 +32,7 @@ class BridgeWorkspace:
 
 
 def rules_from(given: Sequence[str | Rule], environ: dict[str, str] | None = None) -> list[Rule]:
-    """The rules given (``PATTERN=NAME`` or pairs), then those of ``$BRIDGE_STORE_WORKSPACE_RULES``."""
+    """The rules given (``PATTERN=NAME`` or pairs), then ``$BRIDGE_STORE_WORKSPACE_RULES``."""
     rules = [parse_rule(rule) if isinstance(rule, str) else rule for rule in given]
     text = (environ if environ is not None else dict(os.environ)).get(RULES_ENV, "")
     rules += [parse_rule(part.strip()) for part in text.split(";") if part.strip()]
