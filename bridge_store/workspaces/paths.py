@@ -24,7 +24,6 @@ _SUB_SEPARATOR = "//"
 MAX_WORKSPACE_ID = 512
 #: The longest checkout root, in bytes of UTF-8 (a cwd's bound, contract.MAX_CWD_BYTES).
 MAX_ROOT_BYTES = 2048
-_WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~@:+/-]*")
 _WINDOWS_ROOT = re.compile(r"[A-Za-z]:[\\/]")
 
 
@@ -39,14 +38,18 @@ class Checkout:
 
 def check_workspace_id(value: str) -> str:
     """``value`` if it can name a workspace, else invalid_argument saying why."""
-    if not 0 < len(value) <= MAX_WORKSPACE_ID or not _WORKSPACE_ID.fullmatch(value):
+    if not _is_workspace_id(value):
         raise invalid_argument(
-            f"a workspace id is 1 to {MAX_WORKSPACE_ID} characters of letters, digits and "
-            "._~@:+/- starting with a letter or digit"
+            f"a workspace id is 1 to {MAX_WORKSPACE_ID} printable characters starting with "
+            "a letter or digit"
         )
     if _SUB_SEPARATOR in value or value.endswith("/"):
         raise invalid_argument("a workspace id holds no '//' and does not end with '/'")
     return value
+
+
+def _is_workspace_id(value: str) -> bool:
+    return 0 < len(value) <= MAX_WORKSPACE_ID and value[0].isalnum() and value.isprintable()
 
 
 def _system(path: str) -> ModuleType | None:
@@ -117,7 +120,7 @@ def parse_key(cwd: str) -> tuple[str, str] | None:
     if not cwd.startswith(KEY_PREFIX):
         return None
     workspace, _, sub = cwd[len(KEY_PREFIX) :].partition(_SUB_SEPARATOR)
-    if not workspace or not _WORKSPACE_ID.fullmatch(workspace):
+    if not _is_workspace_id(workspace):
         return None
     if sub and any(part in ("", ".", "..") for part in sub.split("/")):
         return None
