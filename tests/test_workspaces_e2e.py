@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -63,9 +63,9 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         pytest.param("redis", marks=pytest.mark.redis),
     ]
 )
-def shared_server(request: pytest.FixtureRequest, tmp_path: Path) -> ServerProcess:
+def shared_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
     with serve(*serve_arguments(request.param, request, tmp_path)) as server:
-        yield server  # type: ignore[misc]
+        yield server
 
 
 def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_none(
@@ -116,9 +116,7 @@ def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_no
 
         # Bob lists it in his own checkout's path; the other repository sees none.
         listed = list(bob.client.agents.list().auto_paging_iter())
-        assert [(a.agent_id, a.cwd) for a in listed] == [
-            (made.agent_id, str(bob_root / "src"))
-        ]
+        assert [(a.agent_id, a.cwd) for a in listed] == [(made.agent_id, str(bob_root / "src"))]
         assert alice.client.agents.get(made.agent_id).cwd == str(alice_root / "src")
         assert list(carol.client.agents.list().auto_paging_iter()) == []
 
@@ -133,8 +131,7 @@ def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_no
         )
         assert resumed.send("Also cover logout").wait().status == "error"
         wait_until(
-            lambda: server.call("agents", "get", {"agentId": made.agent_id})["activeRunId"]
-            is None,
+            lambda: server.call("agents", "get", {"agentId": made.agent_id})["activeRunId"] is None,
             "Bob's follow-up run is stored as ended",
         )
         runs = list(alice.client.agents.list_runs(made.agent_id))
