@@ -119,6 +119,8 @@ class RunFilters:
     since: int | None = None
     until: int | None = None
     creator: str | None = None
+    #: A workspace id (docs/team.md): runs of its agents, in any of its directories.
+    workspace: str | None = None
 
     def shows_creator(self, creator: str | None) -> bool:
         """Whether a run of this creator (None: no record) passes the creator filter."""

@@ -23,7 +23,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "prompt. A table on a terminal, tab-separated rows otherwise; the cursor of the "
         "next page goes to stderr.",
     )
-    agents.add_argument("--cwd", metavar="DIR", help="only agents of this workspace")
+    agents.add_argument("--cwd", metavar="DIR", help="only agents of this working directory")
+    agents.add_argument(
+        "--workspace",
+        metavar="ID",
+        help="only agents of this workspace, any checkout and directory (e.g. github.com/org/app)",
+    )
     agents.add_argument(
         "--status", choices=queries.AGENT_STATUSES, help="only agents with this status"
     )
@@ -50,6 +55,7 @@ async def _agents(pages: Pages, args: argparse.Namespace) -> None:
 
     params = {
         "cwd": args.cwd,
+        "workspace": args.workspace,
         "status": args.status,
         "name": args.name,
         "archived": "1" if args.archived else None,

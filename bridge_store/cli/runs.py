@@ -25,6 +25,7 @@ FILTERS = {
     "status": "status",
     "model": "model",
     "cwd": "cwd",
+    "workspace": "workspace",
     "since": "since",
     "until": "until",
     "by": "by",
@@ -49,7 +50,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     across = runs.add_argument_group("every agent's runs (without AGENT_ID)")
     across.add_argument("--status", choices=queries.RUN_STATUSES, help="only runs with this status")
     across.add_argument("--model", metavar="ID", help="only runs of this model")
-    across.add_argument("--cwd", metavar="DIR", help="only runs of agents of this workspace")
+    across.add_argument(
+        "--cwd", metavar="DIR", help="only runs of agents of this working directory"
+    )
+    across.add_argument(
+        "--workspace",
+        metavar="ID",
+        help="only runs of agents of this workspace, any checkout and directory",
+    )
     across.add_argument(
         "--since", metavar="YYYY-MM-DD", help="only runs started that UTC day or later"
     )

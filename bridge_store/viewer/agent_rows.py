@@ -17,6 +17,8 @@ import time
 from ..history import summarize_run
 from ..statistics import DAY_MS
 from ..types import Document
+from ..workspaces.paths import parse_key
+from ..workspaces.translate import WORKED_IN
 from .reader import HistoryReader
 from .transcript import Text, TranscriptBuilder
 
@@ -97,6 +99,22 @@ async def agent_rows(reader: HistoryReader, agents: list[Document]) -> list[Docu
                 },
                 "totalTokens": sum(reported) if reported else None,
                 "activity": activity(runs, today),
+                "workspace": workspace_cell(agent),
             }
         )
     return rows
+
+
+def workspace_cell(agent: Document) -> Document | None:
+    """The workspace an agent is kept against (None: it keeps its path): the id, the
+    directory inside the repository and the path it was last worked in."""
+    cwd = agent.get("cwd")
+    parsed = parse_key(cwd) if isinstance(cwd, str) else None
+    if parsed is None:
+        return None
+    worked_in = agent.get(WORKED_IN)
+    return {
+        "id": parsed[0],
+        "directory": parsed[1],
+        "workedIn": worked_in if isinstance(worked_in, str) else None,
+    }

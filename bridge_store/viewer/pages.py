@@ -125,6 +125,7 @@ def agent_filters(params: QueryParams) -> queries.AgentFilters:
         status=status,
         name=params.get("name") or None,
         archived=_flag(params, "archived"),
+        workspace=params.get("workspace") or None,
     )
 
 
@@ -180,6 +181,7 @@ def run_filters(params: QueryParams) -> RunFilters:
         since=queries.utc_day(params.get("since"), "since"),
         until=None if until is None else until + queries.DAY_MS,
         creator=params.get("by") or None,
+        workspace=params.get("workspace") or None,
     )
 
 
@@ -208,7 +210,7 @@ async def runs(context: Context, params: QueryParams) -> View:
     data: Document = {
         "filters": {
             name: params.get(name) or None
-            for name in ("status", "model", "cwd", "since", "until", "by")
+            for name in ("status", "model", "cwd", "workspace", "since", "until", "by")
         },
         "sort": sort,
         "runs": priced_runs(await queries.run_rows(context.reader, page.rows), prices),

@@ -18,6 +18,7 @@ from ..errors import invalid_argument, not_found
 from ..history import UNKNOWN, RunRow, summarize_run
 from ..substores import agent_position
 from ..types import Document
+from ..workspaces.paths import workspace_of
 from .transcript import TranscriptBuilder, usage_counts
 
 if TYPE_CHECKING:
@@ -48,8 +49,12 @@ class AgentFilters:
     status: str | None = None
     name: str | None = None
     archived: bool = False
+    #: A workspace id: its agents, in any directory of any checkout (docs/team.md).
+    workspace: str | None = None
 
     def matches(self, agent: Document) -> bool:
+        if self.workspace is not None and not in_workspace(agent, self.workspace):
+            return False
         status = agent.get("status")
         if self.status and status != self.status:
             return False
@@ -67,7 +72,14 @@ class AgentFilters:
             "status": self.status,
             "name": self.name,
             "archived": self.archived,
+            "workspace": self.workspace,
         }
+
+
+def in_workspace(agent: Document, workspace: str) -> bool:
+    """Whether the agent is kept against ``workspace`` (its ``cwd`` is a key of it)."""
+    cwd = agent.get("cwd")
+    return isinstance(cwd, str) and workspace_of(cwd) == workspace
 
 
 def now_ms() -> int:

@@ -29,6 +29,7 @@ from ..security.auth import Principal, is_valid_tenant
 from ..stores import Stores
 from ..types import Document
 from ..urls import redact
+from ..workspaces.segment import AS_STORED_SEGMENT
 
 #: (substore, method, input) -> output: one CallStore call.
 CallStoreFn = Callable[[str, str, Document], Awaitable[Document | None]]
@@ -199,7 +200,11 @@ class RemoteCallStore:
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"the store URL must start with http:// or https://, not {self.url!r}")
         self.url = server_url(self.url)
-        self._endpoint = self.url.rstrip("/") + CALL_STORE_PATH
+        # Agents as the store keeps them (workspace keys and where each last worked,
+        # bridge_store/workspaces); a server older than workspaces answers 404 there,
+        # and is then read at the plain path, where there are none.
+        self._endpoint = f"{self.url.rstrip('/')}/w/{AS_STORED_SEGMENT}{CALL_STORE_PATH}"
+        self._plain = self.url.rstrip("/") + CALL_STORE_PATH
         # No proxies: the store is reached directly, as the bridge reaches it.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -207,8 +212,17 @@ class RemoteCallStore:
         return await asyncio.to_thread(self._post, substore, method, data)
 
     def _post(self, substore: str, method: str, data: Document) -> Document | None:
+        try:
+            return self._post_to(self._endpoint, substore, method, data)
+        except _NoSuchPath:
+            self._endpoint = self._plain
+            return self._post_to(self._endpoint, substore, method, data)
+
+    def _post_to(
+        self, endpoint: str, substore: str, method: str, data: Document
+    ) -> Document | None:
         request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
-            self._endpoint,
+            endpoint,
             data=json.dumps({"substore": substore, "method": method, "input": data}).encode(),
             headers={
                 "Content-Type": "application/json",
@@ -221,6 +235,9 @@ class RemoteCallStore:
             with self._opener.open(request, timeout=self.timeout) as response:
                 body = json.loads(response.read())
         except urllib.error.HTTPError as error:
+            if error.code == 404 and endpoint != self._plain:
+                error.close()
+                raise _NoSuchPath from None
             raise remote_error(error, self.url, self.token_source) from None
         except (urllib.error.URLError, OSError) as error:
             raise unavailable(unreachable(self.url, error)) from None
@@ -230,6 +247,10 @@ class RemoteCallStore:
             ) from None
         output = body.get("output") if isinstance(body, dict) else None
         return output if isinstance(output, dict) else None
+
+
+class _NoSuchPath(Exception):
+    """The server has no workspace paths: it is older than workspaces."""
 
 
 def remote_error(error: urllib.error.HTTPError, url: str, token_source: str | None) -> ConnectError:

@@ -9,7 +9,8 @@ Two ways answer it, behind :func:`runs_page`, and both give the same pages:
   thousand at a time), summarized, filtered and sorted here, and the page cut at the
   cursor. Its cost is reading every run for each page (docs/viewer.md has the figures),
   plus, with the workspace or creator filter, every agent of that workspace or the
-  creators of the runs that pass the other filters.
+  creators of the runs that pass the other filters. A workspace filter (the
+  checkouts of one repository, docs/team.md) is always answered by the scan.
 
 Cursors are :class:`~bridge_store.history.RunKey` positions either way.
 """
@@ -32,6 +33,7 @@ from ..history import (
 from ..pricing.table import PriceTable
 from ..types import Document
 from .activity import Activity
+from .queries import in_workspace
 from .reader import FULL_PAGE, HistoryReader
 
 
@@ -59,7 +61,7 @@ async def runs_page(
     if sort == "cost" and prices is None:
         raise invalid_argument("sort=cost needs a price table (serve --prices)")
     after = parse_run_key(cursor, sort)
-    index = activity.history()
+    index = activity.history() if filters.workspace is None else None
     if index is not None:
         rows = list(
             await index.runs_page(
@@ -95,6 +97,9 @@ async def _scan(
     prices: PriceTable | None,
 ) -> list[RunRow]:
     of_cwd = await _agents_of(reader, filters.cwd) if filters.cwd is not None else None
+    if filters.workspace is not None:
+        of_workspace = await _agents_of_workspace(reader, filters.workspace)
+        of_cwd = of_workspace if of_cwd is None else of_cwd & of_workspace
     keyed: list[tuple[RunKey, Document]] = []
     async for batch in reader.every_run():
         for run in batch:
@@ -126,6 +131,18 @@ async def _scan(
                 if len(rows) == limit:
                     return rows
     return rows
+
+
+async def _agents_of_workspace(reader: HistoryReader, workspace: str) -> set[str]:
+    """The ids of every agent kept against ``workspace``, in any of its directories."""
+    found: set[str] = set()
+    cursor: str | None = None
+    while True:
+        page = await reader.agents(cwd=None, cursor=cursor, limit=FULL_PAGE)
+        found.update(agent["agentId"] for agent in page.items if in_workspace(agent, workspace))
+        if page.next is None:
+            return found
+        cursor = page.next
 
 
 async def _agents_of(reader: HistoryReader, cwd: str) -> set[str]:

@@ -36,6 +36,11 @@ class Checkout:
     root: str
 
 
+#: Not a checkout: a reader (the viewer, ``bridge-store agents --store-callback-url``)
+#: asking for agents as the store keeps them, keys and all, untranslated.
+AS_STORED = Checkout(workspace="", root="")
+
+
 def check_workspace_id(value: str) -> str:
     """``value`` if it can name a workspace, else invalid_argument saying why."""
     if not _is_workspace_id(value):

@@ -16,13 +16,15 @@ import json
 import re
 
 from ..errors import invalid_argument
-from .paths import Checkout, check_root, check_workspace_id
+from .paths import AS_STORED, Checkout, check_root, check_workspace_id
 
 #: The path prefix under which a CallStore URL carries a checkout.
 PREFIX = "/w/"
 #: The longest segment accepted, in characters: an id and a root at their bounds fit.
 MAX_SEGMENT_CHARS = 4096
 _VERSION = 1
+#: The segment of a reader that wants agents as stored (:data:`.paths.AS_STORED`).
+AS_STORED_SEGMENT = "keys"
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -37,7 +39,10 @@ def encode(checkout: Checkout) -> str:
 
 
 def decode(segment: str) -> Checkout:
-    """The checkout a segment carries; invalid_argument for anything else."""
+    """The checkout a segment carries (:data:`.paths.AS_STORED` for
+    :data:`AS_STORED_SEGMENT`); invalid_argument for anything else."""
+    if segment == AS_STORED_SEGMENT:
+        return AS_STORED
     if not 0 < len(segment) <= MAX_SEGMENT_CHARS or not _BASE64URL.fullmatch(segment):
         raise invalid_argument(
             f"the store URL's workspace segment must be 1 to {MAX_SEGMENT_CHARS} "

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import invalid_argument
 from ..types import Document
-from .paths import KEY_PREFIX, Checkout, at, inside, key, parse_key
+from .paths import AS_STORED, KEY_PREFIX, Checkout, at, inside, key, parse_key
 
 #: The agent document field holding the ``cwd`` its last writer gave, for a keyed one.
 WORKED_IN = "bridgeStoreWorkedIn"
@@ -32,7 +32,7 @@ _DOCUMENT_ANSWERS = frozenset({"get", "create", "update"})
 
 def inbound(checkout: Checkout | None, substore: Any, method: Any, data: Any) -> Any:
     """A call's input with each ``cwd`` as the store keeps it."""
-    if substore != "agents" or not isinstance(data, dict):
+    if substore != "agents" or not isinstance(data, dict) or checkout is AS_STORED:
         return data
     if method in _WRITES:
         agent = data.get("agent")
@@ -47,7 +47,7 @@ def inbound(checkout: Checkout | None, substore: Any, method: Any, data: Any) ->
 
 def outbound(checkout: Checkout | None, substore: Any, method: Any, output: Any) -> Any:
     """A call's output with each ``cwd`` as the calling bridge's checkout has it."""
-    if substore != "agents" or not isinstance(output, dict):
+    if substore != "agents" or not isinstance(output, dict) or checkout is AS_STORED:
         return output
     if method in _DOCUMENT_ANSWERS:
         return agent_out(checkout, output)
