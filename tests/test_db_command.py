@@ -41,6 +41,8 @@ def revisions_shown(output: str) -> dict[str, str]:
     """``URL: REVISION`` lines as a mapping (``upgraded to`` dropped)."""
     shown: dict[str, str] = {}
     for line in output.splitlines():
+        if line.startswith("workspaces: "):  # what upgrade recorded of agents' workspaces
+            continue
         url, _, revision = line.rpartition(": ")
         shown[url] = revision.removeprefix("upgraded to ")
     return shown
@@ -86,7 +88,11 @@ def test_current_then_upgrade_then_current(
 
     upgraded = db("upgrade", *args)
     assert upgraded.returncode == 0, upgraded.stderr
-    assert all(": upgraded to " in line for line in upgraded.stdout.splitlines())
+    *schemas, workspaces = upgraded.stdout.splitlines()
+    assert all(": upgraded to " in line for line in schemas)
+    assert (
+        workspaces == "workspaces: 0 agent(s) now kept against their workspace, 0 keep their path"
+    )
     after = {redact(url): expected_revisions(url)[1] for url in urls}
     assert revisions_shown(upgraded.stdout) == after
 

@@ -17,7 +17,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "upgrade",
         help="upgrade every configured store to the latest schema",
         description="Upgrade every configured SQL store to the latest schema (serve does it "
-        "on start unless --no-migrate); stores of other backends have no schema.",
+        "on start unless --no-migrate); stores of other backends have no schema. Then keep "
+        "each agent whose cwd is a git checkout (with an origin remote) readable on this "
+        "machine against its workspace, so every checkout of that repository shares it "
+        "(docs/team.md); other agents keep their path.",
+    )
+    upgrade.add_argument(
+        "--workspace-rule",
+        action="append",
+        default=[],
+        metavar="PATTERN=NAME",
+        help="a directory matching PATTERN (or under one) is in workspace NAME; before git",
     )
     add_store_arguments(upgrade)
     current = db_commands.add_parser(
@@ -49,4 +59,15 @@ async def _db(args: argparse.Namespace) -> int:
             print(f"{redact(url)}: upgraded to {shown}" if upgrading else f"{redact(url)}: {shown}")
         finally:
             await backend.close()
+    if upgrading:
+        from ..lifecycle.workspaces import record_workspaces
+        from ..workspaces.identity import parse_rule
+
+        rules = [parse_rule(rule) for rule in args.workspace_rule]
+        async with stack_from(args, sealed=False).opened(migrate=False) as stack:
+            counts = await record_workspaces(stack.own, rules=rules)
+        print(
+            f"workspaces: {counts.recorded} agent(s) now kept against their workspace, "
+            f"{counts.left} keep their path"
+        )
     return 0
