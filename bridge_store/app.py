@@ -22,12 +22,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import ServerConfig
-from .connect import (
-    CALL_STORE_PATH,
-    WORKSPACE_SEGMENT_SCOPE,
-    CallStoreEndpoint,
-    bearer_principal,
-)
+from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
 from .dispatch import HANDLERS, call_store
 from .errors import ConnectError, unavailable
 from .features import Leases, PoolFigures
@@ -100,7 +95,7 @@ class BridgeStoreApp:
             # A bridge working in a checkout of a workspace: /w/<segment>/ + CallStore.
             segment = workspace_segment.split_path(path, CALL_STORE_PATH)
             if segment is not None:
-                scope = {**scope, WORKSPACE_SEGMENT_SCOPE: segment}
+                scope = {**scope, workspace_segment.SCOPE_KEY: segment}
                 await self.call_store_endpoint(scope, receive, send)
                 return
         await self.starlette(scope, receive, send)

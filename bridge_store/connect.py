@@ -48,9 +48,6 @@ _MAX_TIMEOUT_DIGITS = 10  # the protocol's bound for Connect-Timeout-Ms
 #: What serves a decoded call: (caller, substore, method, input, the checkout the
 #: caller's store URL named or None) -> its answer (output None: null).
 CallHandler = Callable[[Principal, Any, Any, Any, Checkout | None], Awaitable[Answer]]
-#: The ASGI scope key under which the app hands the endpoint a store URL's workspace
-#: segment (:mod:`.workspaces.segment`), decoded only once the caller is known.
-WORKSPACE_SEGMENT_SCOPE = "bridge_store.workspace_segment"
 
 #: A request's headers by lower-case name, as sent (latin-1 bytes).
 RequestHeaders = dict[bytes, bytes]
@@ -237,23 +234,15 @@ class CallStoreEndpoint:
             else:
                 principal, codec, encoding = admitted
                 try:
-                    checkout = _checkout(scope)
+                    checkout = workspace_segment.checkout_in(scope)
                     timeout = request_timeout(headers)
+                    call = self._read_and_call(
+                        principal, codec, headers, receive, encoding, observation, checkout
+                    )
                     if timeout is None:
-                        output, compressible = await self._read_and_call(
-                            principal, codec, headers, receive, encoding, observation, checkout
-                        )
+                        output, compressible = await call
                     else:
-                        output, compressible = await self._read_and_call_within(
-                            timeout,
-                            principal,
-                            codec,
-                            headers,
-                            receive,
-                            encoding,
-                            observation,
-                            checkout,
-                        )
+                        output, compressible = await self._within(timeout, call)
                 except ConnectError as error:
                     reply = error_response(error)
                 else:
@@ -349,23 +338,12 @@ class CallStoreEndpoint:
             log_failure(logger, f"encoding a CallStore output as {codec.name}", error)
             return error_response(ConnectError(Code.INTERNAL, "internal error"))
 
-    async def _read_and_call_within(
-        self,
-        seconds: float,
-        principal: Principal,
-        codec: Codec,
-        headers: RequestHeaders,
-        receive: Receive,
-        encoding: str | None,
-        observation: Any,
-        checkout: Checkout | None,
-    ) -> Answer:
+    @staticmethod
+    async def _within(seconds: float, call: Awaitable[Answer]) -> Answer:
         """:meth:`_read_and_call` under the client's ``Connect-Timeout-Ms``."""
         try:
             async with asyncio.timeout(seconds) as deadline:
-                return await self._read_and_call(
-                    principal, codec, headers, receive, encoding, observation, checkout
-                )
+                return await call
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -407,9 +385,3 @@ class CallStoreEndpoint:
             # learns nothing about the backend.
             log_failure(logger, f"CallStore {call.substore!s:.40}.{call.method!s:.40}", error)
             raise ConnectError(Code.INTERNAL, "internal error") from None
-
-
-def _checkout(scope: Scope) -> Checkout | None:
-    """The checkout the request's store URL names (None: a plain CallStore path)."""
-    segment = scope.get(WORKSPACE_SEGMENT_SCOPE)
-    return None if segment is None else workspace_segment.decode(segment)

@@ -386,7 +386,8 @@ def test_db_upgrade_and_current_on_sqlite(tmp_path: Path) -> None:
     assert not (tmp_path / "store.db").exists()
     upgraded = run_cli("db", "upgrade", "--store", url)
     assert upgraded.returncode == 0, upgraded.stderr
-    revision = upgraded.stdout.strip().rsplit(" ", 1)[-1]
+    # The schema's line; the workspaces' follows (docs/team.md).
+    revision = upgraded.stdout.splitlines()[0].rsplit(" ", 1)[-1]
     assert revision
     assert revision != "(no schema)"
     current = run_cli("db", "current", "--store", url)

@@ -14,6 +14,8 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import invalid_argument
 from .paths import AS_STORED, Checkout, check_root, check_workspace_id
@@ -23,6 +25,9 @@ PREFIX = "/w/"
 #: The longest segment accepted, in characters: an id and a root at their bounds fit.
 MAX_SEGMENT_CHARS = 4096
 _VERSION = 1
+#: The ASGI scope key under which the app hands the CallStore endpoint a request's
+#: segment, which is decoded only once the caller is known (:func:`checkout_in`).
+SCOPE_KEY = "bridge_store.workspace_segment"
 #: The segment of a reader that wants agents as stored (:data:`.paths.AS_STORED`).
 AS_STORED_SEGMENT = "keys"
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
@@ -64,6 +69,12 @@ def decode(segment: str) -> Checkout:
     ):
         raise invalid_argument("the store URL's workspace segment is not one bridge-store made")
     return Checkout(check_workspace_id(data["w"]), check_root(data["r"]))
+
+
+def checkout_in(scope: Mapping[str, Any]) -> Checkout | None:
+    """The checkout a request's store URL names (None: the plain CallStore path)."""
+    segment = scope.get(SCOPE_KEY)
+    return None if segment is None else decode(segment)
 
 
 def store_url(base: str, checkout: Checkout) -> str:
