@@ -12,9 +12,10 @@ from bridge_store.substores import SubstoreName
 from .creators import AgentCreatorConformance
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, agent, list_all, longest_key
 from .tenants import AgentTenantConformance
+from .workspaces import AgentWorkspaceConformance
 
 
-class AgentConformance(AgentTenantConformance, AgentCreatorConformance):
+class AgentConformance(AgentTenantConformance, AgentCreatorConformance, AgentWorkspaceConformance):
     """The agents substore's contract; mix into a class that defines ``store_url``."""
 
     substore: ClassVar[SubstoreName | None] = "agents"
