@@ -3,6 +3,7 @@ of agent paths, and the hostile inputs each can meet (docs/team.md)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from bridge_store.client.workspace import bridge_workspace, rules_from
 from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import Code, ConfigurationError, ConnectError
+from bridge_store.ops.logs import SkipCallStoreAccess
 from bridge_store.security.auth import Principal, Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.stores import Routes
 from bridge_store.workspaces import segment, translate
@@ -369,3 +371,12 @@ class _serving:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._lifespan.__aexit__(*exc)
+
+
+def test_no_access_line_names_a_checkout() -> None:
+    path = "/w/" + segment.encode(ALICE) + CALL_STORE_PATH
+    for logged, kept in ((path, False), (CALL_STORE_PATH, False), ("/healthz", True)):
+        record = logging.LogRecord(
+            "uvicorn.access", logging.INFO, "", 0, "%s %s %s", ("x", "POST", logged), None
+        )
+        assert SkipCallStoreAccess().filter(record) is kept

@@ -77,7 +77,11 @@ class SkipCallStoreAccess(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         # uvicorn's access records: (client, method, path with query, version, status).
         args = record.args
-        return not (isinstance(args, tuple) and len(args) > 2 and args[2] == CALL_STORE_PATH)
+        if not (isinstance(args, tuple) and len(args) > 2 and isinstance(args[2], str)):
+            return True
+        # A workspace's CallStore path (/w/<segment>/...) too: the segment names a
+        # developer's checkout, which a log line has no need of.
+        return not (args[2] == CALL_STORE_PATH or args[2].endswith(CALL_STORE_PATH))
 
 
 def _call_fields(record: logging.LogRecord) -> dict[str, Any]:
