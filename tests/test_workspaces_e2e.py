@@ -149,3 +149,29 @@ def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_no
         assert list(carol.client.agents.list().auto_paging_iter()) == []
         pids = alice.pids + bob.pids + carol.pids
     assert still_running(pids) == []
+
+
+def test_two_sidecars_on_one_store_share_a_workspace(
+    cursor_api: CursorApiStub, tmp_path: Path
+) -> None:
+    app = bare_repository(tmp_path / "remotes" / "app.git")
+    alice_root = clone(app, tmp_path / "alice" / "app")
+    bob_root = clone(app, tmp_path / "bob" / "app")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"CURSOR_BACKEND_URL": cursor_api.url, "HOME": str(home)}
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+
+    def start(name: str, root: Path) -> Session:
+        # launch() with no store URL: each starts its own store server on the file.
+        return launch(store, workspace=root / "src", state_root=tmp_path / f"state-{name}", env=env)
+
+    with start("alice", alice_root) as alice, start("bob", bob_root) as bob:
+        assert alice.store_url != bob.store_url
+        options = alice.agent_options(model=MODEL_ID, api_key=API_KEY)
+        made = alice.client.agents.create(options, name="on the file")
+        assert made.send("hello").wait().status == "error"
+        listed = list(bob.client.agents.list().auto_paging_iter())
+        assert [(a.agent_id, a.cwd) for a in listed] == [(made.agent_id, str(bob_root / "src"))]
+        bob.client.agents.delete(made.agent_id)
+        assert list(alice.client.agents.list().auto_paging_iter()) == []
