@@ -235,6 +235,9 @@ def test_a_symlink_to_another_checkout_is_that_checkout(repositories: dict[str, 
     where = bridge_workspace("http://127.0.0.1:1", link / "src")
     assert where.directory == str(repositories["alice"] / "src")
     assert where.store_url.startswith("http://127.0.0.1:1/w/")
+    # A workspace's URL already (workspace-url printed it) is taken as it is.
+    again = bridge_workspace(where.store_url, link / "src")
+    assert (again.store_url, again.checkout) == (where.store_url, None)
 
 
 def test_no_git_or_no_remote_stays_a_path_and_rules_win_over_git(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from ..reaching import server_url
 from ..workspaces import segment
@@ -47,6 +48,9 @@ def bridge_workspace(
     checkout's root is found only that way: the server maps paths, never links."""
     store_url = server_url(store_url)
     path = os.path.abspath(os.fspath(directory))
+    if segment.PREFIX in urlsplit(store_url).path:
+        # Already a workspace's URL (bridge-store workspace-url printed it): as given.
+        return BridgeWorkspace(path, None, store_url)
     checkout = checkout_of(path, rules)
     if checkout is None:
         return BridgeWorkspace(path, None, store_url)
