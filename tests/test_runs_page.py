@@ -29,7 +29,9 @@ from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.pricing.loader import parse_prices
 from bridge_store.pricing.table import PriceTable
 from bridge_store.security.auth import Principal, Scope
+from bridge_store.shares import run_shares
 from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.viewer import runs_list
 from bridge_store.viewer.activity import Activity
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.runs_list import runs_page
@@ -257,3 +259,87 @@ def test_summaries_take_what_a_document_holds_and_ignore_the_rest() -> None:
     reported = summarize_run({"startedAt": 5, "usage": {"inputTokens": 3, "totalTokens": 40}})
     assert (reported.started_at, reported.duration_ms, reported.total_tokens) == (5, None, 40)
     assert summarize_run({}).tokens is None
+
+
+def day_counts(runs: list[dict[str, Any]]) -> dict[int, int]:
+    found: dict[int, int] = {}
+    for doc in runs:
+        day = (summarize_run(doc).started_at or 0) // DAY
+        found[day] = found.get(day, 0) + 1
+    return found
+
+
+async def test_the_cost_order_of_more_runs_than_its_limit_ranks_the_latest_days(
+    opened: OpenStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stores = opened.stores
+    reader = HistoryReader(in_process(lambda: stores, principal("reader")))
+    runs = [doc async for batch in reader.every_run() for doc in batch]
+    index = run_history(stores.agents, stores.runs)
+    activity = Activity(
+        lambda: stores, TENANT, lambda: index, shares=lambda: run_shares(stores.agents, stores.runs)
+    )
+    prices = cost_table()
+    monkeypatch.setattr(runs_list, "COST_SORT_LIMIT", 62)
+    whole = await runs_page(
+        reader, activity, RunFilters(), "cost", cursor=None, limit=5, prices=prices
+    )
+    assert whole.narrowed_since is None
+    monkeypatch.setattr(runs_list, "COST_SORT_LIMIT", 10)
+    page = await runs_page(
+        reader, activity, RunFilters(), "cost", cursor=None, limit=5, prices=prices
+    )
+    since = page.narrowed_since
+    assert since is not None
+    assert since % DAY == 0
+    counts = day_counts(runs)
+    kept = sum(n for day, n in counts.items() if day >= since // DAY)
+    before = max(day for day in counts if day < since // DAY)
+    # The most recent days holding at most 10 runs: one day more would hold more.
+    assert kept <= 10 < kept + counts[before]
+    # The same pages as the order asked with that range, which the next page keeps.
+    pages = []
+    cursor = None
+    while True:
+        got = await runs_page(
+            reader, activity, RunFilters(), "cost", cursor=cursor, limit=3, prices=prices
+        )
+        assert got.narrowed_since == since
+        pages.append([(r.run["agentId"], r.run["runId"], r.creator) for r in got.rows])
+        if got.next is None:
+            break
+        cursor = got.next
+    assert pages == await every_page(opened, RunFilters(since=since), "cost", scan=True, limit=3)
+    assert sum(map(len, pages)) == kept
+    # A model filter counts that model's runs only.
+    of_model = [doc for doc in runs if summarize_run(doc).model_id == "composer-2"]
+    narrowed = await runs_page(
+        reader,
+        activity,
+        RunFilters(model="composer-2"),
+        "cost",
+        cursor=None,
+        limit=5,
+        prices=prices,
+    )
+    model_counts = day_counts(of_model)
+    assert narrowed.narrowed_since is not None
+    kept = sum(n for day, n in model_counts.items() if day >= narrowed.narrowed_since // DAY)
+    assert kept <= 10 < len(of_model)
+
+
+async def test_the_scan_stops_at_its_limit_and_says_so(opened: OpenStores) -> None:
+    stores = opened.stores
+    reader = HistoryReader(in_process(lambda: stores, principal("reader")))
+    activity = Activity(lambda: stores, TENANT)
+    for sort in ("newest", "tokens"):
+        refused = await runs_page(
+            reader, activity, RunFilters(), sort, cursor=None, limit=5, scan_limit=61
+        )
+        assert (refused.rows, refused.next, refused.too_large) == ([], None, 61)
+        assert refused.method == "scan"
+        read = await runs_page(
+            reader, activity, RunFilters(), sort, cursor=None, limit=5, scan_limit=62
+        )
+        assert read.too_large is None
+        assert len(read.rows) == 5

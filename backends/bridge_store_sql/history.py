@@ -5,8 +5,9 @@ columns beside its document (``started_at``, ``status``, ``model_id``,
 ``duration_ms`` and the token counts), written with every create and update and
 filled for older rows by the migration, with the same function. The run list
 (:class:`~bridge_store.history.RunHistory`) is then one keyset query: newest first it
-walks ``ix_runs_started`` backwards; by duration or tokens the database sorts the
-tenant's filtered runs, which over 100,000 runs is a few tens of milliseconds.
+walks ``ix_runs_started`` backwards, by duration or tokens revision 0014's
+``ix_runs_duration`` or ``ix_runs_tokens``; by cost the database sorts the filtered
+runs (their cost depends on the price table of the moment: no index holds it).
 """
 
 from __future__ import annotations
@@ -39,10 +40,16 @@ def _sort_value(sort: Sort, prices: PriceTable | None) -> sa.ColumnElement[int]:
             raise invalid_argument("sort=cost needs a price table")
         return cost_value(prices)
     if sort == "duration":
-        return sa.func.coalesce(t.c.duration_ms, MISSING)
+        return _missing_last(t.c.duration_ms)
     if sort == "tokens":
-        return sa.func.coalesce(t.c.total_tokens, MISSING)
+        return _missing_last(t.c.total_tokens)
     return t.c.started_at
+
+
+def _missing_last(column: sa.Column[Any]) -> sa.ColumnElement[int]:
+    # Written as revision 0014's indexes are (the constant inline, not a parameter), so
+    # both planners see the index's expression and walk it instead of sorting.
+    return sa.func.coalesce(column, sa.literal_column(str(MISSING), sa.BigInteger()))
 
 
 def runs_query(
@@ -82,11 +89,40 @@ def runs_query(
             for part, column in zip(position, columns, strict=True)
         ]
         conditions.append(sa.tuple_(*columns) < sa.tuple_(*typed))
+        # Implied by the comparison above; said apart, it is the bound of the index's
+        # range (neither planner takes one from a row-value comparison on an expression).
+        conditions.append(value <= typed[0])
     order = [value.desc(), t.c.started_at.desc(), t.c.agent_id.desc(), t.c.run_id.desc()]
     if sort == "newest":
         order = order[1:]
-    query = sa.select(t.c.doc, t.c.created_by, value)
-    return query.where(*conditions).order_by(*order).limit(limit)
+    if sort != "cost":
+        query = sa.select(t.c.doc, t.c.created_by, value)
+        return query.where(*conditions).order_by(*order).limit(limit)
+    # By cost every run the filters leave is priced and sorted. Its keys alone first
+    # (from ix_runs_started, which holds every column the price needs), then the page's
+    # documents: sorting the documents of every run would read each one.
+    key = (
+        sa.select(t.c.tenant, t.c.agent_id, t.c.run_id, t.c.started_at, value.label("value"))
+        .where(*conditions)
+        .order_by(*order)
+        .limit(limit)
+        .subquery("page")
+    )
+    found = (
+        sa.select(t.c.doc, t.c.created_by, key.c.value)
+        .select_from(key)
+        .join(
+            t,
+            sa.and_(
+                t.c.tenant == key.c.tenant,
+                t.c.agent_id == key.c.agent_id,
+                t.c.run_id == key.c.run_id,
+            ),
+        )
+    )
+    return found.order_by(
+        key.c.value.desc(), key.c.started_at.desc(), key.c.agent_id.desc(), key.c.run_id.desc()
+    )
 
 
 class HistoryRuns(SqlRuns):

@@ -48,6 +48,8 @@ RUNS_STARTED_COLUMNS = (
     "output_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
+    # Revision 0014: the cost order's "has usage" test, so that order reads this index alone.
+    "total_tokens",
 )
 
 
@@ -114,6 +116,18 @@ runs = sa.Table(
     sa.Index("ix_runs_run_order", "tenant", "run_id", "turn_number", "agent_id"),
     sa.Index("ix_runs_started", *RUNS_STARTED_COLUMNS),
 )
+# Revision 0014: the run list's "most tokens" and "longest" orders, as the history's
+# query sorts (history.MISSING, -1, for a run without the value): index name -> column.
+RUN_SORT_INDEXES = {"ix_runs_tokens": "total_tokens", "ix_runs_duration": "duration_ms"}
+for _name, _column in RUN_SORT_INDEXES.items():
+    sa.Index(
+        _name,
+        runs.c.tenant,
+        sa.func.coalesce(runs.c[_column], sa.literal_column("-1")),
+        runs.c.started_at,
+        runs.c.agent_id,
+        runs.c.run_id,
+    )
 
 run_event_counters = sa.Table(
     "run_event_counters",

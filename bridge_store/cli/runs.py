@@ -111,8 +111,21 @@ async def _runs(pages: Pages, args: argparse.Namespace) -> None:
             params["cursor"] = args.cursor
         data = await pages.page("runs", params)
         rows, columns, title = list(map(runs_row, data["runs"])), RUNS_COLUMNS, "Runs"
+        narrowed, too_large = data.get("narrowed"), data.get("tooLarge")
+        if narrowed:
+            print(
+                f"bridge-store: by cost, the runs since {narrowed['since']} (more than "
+                f"{narrowed['limit']:,} runs match; --since/--until rank another range)",
+                file=sys.stderr,
+            )
+        if too_large:
+            print(
+                f"bridge-store: more than {too_large['runs']:,} runs and no index: not listed",
+                file=sys.stderr,
+            )
         if data["next"]:
-            print(f"more: --cursor {data['next']}", file=sys.stderr)
+            since = f"--since {narrowed['since']} " if narrowed else ""
+            print(f"more: {since}--cursor {data['next']}", file=sys.stderr)
         elif not data["runs"] and not args.cursor:
             hint = await tenant_hint(pages.reader)
             if hint is not None:

@@ -28,7 +28,7 @@ from .costs.scan import SCAN_LIMIT
 from .outline import outline
 from .overview import day_text
 from .reader import HistoryReader
-from .runs_list import runs_page
+from .runs_list import COST_SORT_LIMIT, runs_page
 from .search import Searcher, search
 from .transcript import TranscriptBuilder, usage_counts
 from .welcome import Welcome
@@ -206,12 +206,16 @@ async def runs(context: Context, params: QueryParams) -> View:
         cursor=cursor,
         limit=queries.page_limit(params.get("limit"), queries.DEFAULT_RUNS_PAGE),
         prices=prices,
+        scan_limit=context.scan_limit,
     )
+    shown = ("status", "model", "cwd", "workspace", "since", "until", "by")
+    filters = {name: params.get(name) or None for name in shown}
+    if page.narrowed_since is not None:
+        # The form and every link keep the range the page ranked, so the next page
+        # continues the same order.
+        filters["since"] = day_text(page.narrowed_since // queries.DAY_MS)
     data: Document = {
-        "filters": {
-            name: params.get(name) or None
-            for name in ("status", "model", "cwd", "workspace", "since", "until", "by")
-        },
+        "filters": filters,
         "sort": sort,
         "runs": priced_runs(await queries.run_rows(context.reader, page.rows), prices),
         "cursor": cursor,
@@ -223,6 +227,10 @@ async def runs(context: Context, params: QueryParams) -> View:
         "priced": prices is not None,
         "prices": context.prices_json(),
     }
+    if page.narrowed_since is not None:
+        data["narrowed"] = {"since": filters["since"], "limit": COST_SORT_LIMIT}
+    if page.too_large is not None:
+        data["tooLarge"] = {"runs": page.too_large}
     return View("runs.html", "Runs", data)
 
 

@@ -13,12 +13,22 @@ Two ways answer it, behind :func:`runs_page`, and both give the same pages:
   checkouts of one repository, docs/team.md) is always answered by the scan.
 
 Cursors are :class:`~bridge_store.history.RunKey` positions either way.
+
+On a store without the index the scan stops after ``scan_limit`` runs and answers
+``too_large`` (no rows) rather than reading on for seconds. The ``cost`` order has
+no index (a cost depends on the price table of the moment), so the database prices
+and sorts every run the filters leave: when the backend's per-day sums
+(:class:`~bridge_store.shares.RunShares`) count more than :data:`COST_SORT_LIMIT` of
+them, the page ranks those of the most recent days that hold at most that many
+(``narrowed_since``, a UTC midnight the page shows as its ``since``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..errors import invalid_argument
 from ..history import (
@@ -31,10 +41,17 @@ from ..history import (
     summarize_run,
 )
 from ..pricing.table import PriceTable
+from ..statistics import DAY_MS, FAILED
 from ..types import Document
 from .activity import Activity
 from .queries import in_workspace
 from .reader import FULL_PAGE, HistoryReader
+
+#: Runs the ``cost`` order prices and sorts at most per page (about 100 ms of SQLite
+#: over 1,000,000 runs; every run of such a store took seconds).
+COST_SORT_LIMIT = 100_000
+#: The day after every day a run can have (its bound when the filters give none).
+_NO_END_DAY = 2**40
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +61,10 @@ class RunsPage:
     next: str | None
     #: "index" (the backend answered) or "scan" (read here).
     method: str
+    #: The cost order kept to the runs since this time (a UTC midnight, epoch ms).
+    narrowed_since: int | None = None
+    #: The scan stopped: the tenant holds more runs than this (no rows given).
+    too_large: int | None = None
 
 
 async def runs_page(
@@ -55,13 +76,21 @@ async def runs_page(
     cursor: str | None,
     limit: int,
     prices: PriceTable | None = None,
+    scan_limit: int | None = None,
 ) -> RunsPage:
     """One page of the run list for the reader's (and activity's) tenant; the ``cost``
-    sort prices runs with ``prices`` (invalid_argument without a table)."""
+    sort prices runs with ``prices`` (invalid_argument without a table). The scan of a
+    store without the index reads at most ``scan_limit`` runs (None: all)."""
     if sort == "cost" and prices is None:
         raise invalid_argument("sort=cost needs a price table (serve --prices)")
     after = parse_run_key(cursor, sort)
-    index = activity.history() if filters.workspace is None else None
+    history = activity.history()
+    index = history if filters.workspace is None else None
+    narrowed = None
+    if index is not None and sort == "cost":
+        narrowed = await _cost_since(activity, filters)
+        if narrowed is not None:
+            filters = dataclasses.replace(filters, since=narrowed)
     if index is not None:
         rows = list(
             await index.runs_page(
@@ -70,10 +99,21 @@ async def runs_page(
         )
         method = "index"
     else:
-        rows = await _scan(
-            reader, activity, filters, sort, after=after, limit=limit + 1, prices=prices
+        scanned = await _scan(
+            reader,
+            activity,
+            filters,
+            sort,
+            after=after,
+            limit=limit + 1,
+            prices=prices,
+            # Bounded where every page is a scan: a store without the index.
+            scan_limit=scan_limit if history is None else None,
         )
-        method = "scan"
+        if scanned is None:
+            assert scan_limit is not None
+            return RunsPage([], None, "scan", too_large=scan_limit)
+        rows, method = scanned, "scan"
     page = rows[:limit]
     more = len(rows) > limit
     next_cursor = None
@@ -83,7 +123,39 @@ async def runs_page(
         if last.key is not None:  # the value the backend sorted by, as it worked it out
             key = dataclasses.replace(key, value=last.key)
         next_cursor = key.cursor(sort)
-    return RunsPage(page, next_cursor, method)
+    return RunsPage(page, next_cursor, method, narrowed_since=narrowed)
+
+
+async def _cost_since(activity: Activity, filters: RunFilters) -> int | None:
+    """Where the cost order starts when the filters leave more than
+    :data:`COST_SORT_LIMIT` runs: the first of the most recent days that hold at most
+    that many (the latest day alone if it holds more), else None.
+
+    Counted from the per-day sums, which know each day's model and creator and its
+    failed runs: a count that is never below the runs the filters leave (the workspace
+    and statuses other than ``error`` are not in the sums, so those runs all count).
+    """
+    sums = activity.shares()
+    if sums is None:
+        return None
+    first = 0 if filters.since is None else filters.since // DAY_MS
+    end = _NO_END_DAY if filters.until is None else (filters.until - 1) // DAY_MS + 1
+    per_day: Counter[int] = Counter()
+    for share in await sums.day_shares(activity.tenant, first, end):
+        if filters.model is not None and share.model != filters.model:
+            continue
+        if not filters.shows_creator(share.who):
+            continue
+        per_day[share.at] += share.failed if filters.status == FAILED else share.runs
+    if sum(per_day.values()) <= COST_SORT_LIMIT:
+        return None
+    counted = 0
+    days = sorted(per_day, reverse=True)
+    for newer, day in pairwise(days):
+        counted += per_day[newer]
+        if counted + per_day[day] > COST_SORT_LIMIT:
+            return max(newer * DAY_MS, filters.since or 0)
+    return None  # one day holds them all: it is the range already
 
 
 async def _scan(
@@ -95,13 +167,19 @@ async def _scan(
     after: RunKey | None,
     limit: int,
     prices: PriceTable | None,
-) -> list[RunRow]:
+    scan_limit: int | None,
+) -> list[RunRow] | None:
+    """The page's rows, or None when the tenant holds more than ``scan_limit`` runs."""
     of_cwd = await _agents_of(reader, filters.cwd) if filters.cwd is not None else None
     if filters.workspace is not None:
         of_workspace = await _agents_of_workspace(reader, filters.workspace)
         of_cwd = of_workspace if of_cwd is None else of_cwd & of_workspace
     keyed: list[tuple[RunKey, Document]] = []
+    read = 0
     async for batch in reader.every_run():
+        read += len(batch)
+        if scan_limit is not None and read > scan_limit:
+            return None
         for run in batch:
             summary = summarize_run(run)
             if not filters.matches(summary):
