@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 #: Token sums in ``history.TOKEN_KINDS`` order.
 TokenSums = tuple[int, int, int, int]
@@ -31,9 +31,11 @@ NO_TOKENS: TokenSums = (0, 0, 0, 0)
 Span = tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class Share:
-    """The runs of one model by one creator on one day, or by one agent in one span."""
+class Share(NamedTuple):
+    """The runs of one model by one creator on one day, or by one agent in one span.
+
+    A tuple: a month's overview of a store of a million runs a year reads tens of
+    thousands of agent shares."""
 
     #: A day number (day shares) or the index of a span (agent shares).
     at: int

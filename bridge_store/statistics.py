@@ -17,7 +17,7 @@ call is counted by :func:`tool_outcome` of its events, so both count the same.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .contract import MAX_KEY_BYTES, is_storable_key
 from .types import Document
@@ -74,8 +74,10 @@ class Totals:
     cache_write_tokens: int
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Duration:
+class Duration(NamedTuple):
+    """One finished run's duration. A tuple: an overview makes one per run of 30 days
+    (82,000 over a store of a million runs a year), made straight from a row."""
+
     day: int
     model: str | None
     ms: int

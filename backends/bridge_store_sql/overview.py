@@ -95,8 +95,10 @@ def count(session: Session, tenant: str, since: int, until: int) -> Counts:
             counts.totals.append(
                 Totals(int(day), model, _int(runs), _int(failed), *(_int(t) for t in tokens))
             )
-    for day, model, ms in session.execute(durations_query(tenant, since, until)):
-        counts.durations.append(Duration(int(day), model, int(ms)))
+    # Both drivers give bigint columns and bigint / bigint as ints: each row is the tuple.
+    counts.durations = list(
+        map(Duration._make, session.execute(durations_query(tenant, since, until)))
+    )
     for day, model, tool, calls, failures in session.execute(tools_query(tenant, since, until)):
         counts.tools.append(ToolCount(int(day), model, tool, _int(calls), _int(failures)))
     return counts

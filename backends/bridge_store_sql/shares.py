@@ -2,15 +2,16 @@
 
 Each answer is one range of days of one table's primary key (tenant, day, ...):
 per (day, model, creator) the rows as stored; per (span, model, agent) the rows of
-the spans' days summed by the database, a span's index found by comparing the day
-with the spans' ends. Token sums are summed with SQLite's ``total()`` (a float, exact
-while a sum stays below 2^53, and a float rather than an "integer overflow" error
-for hostile counts past 2^63) and Postgres's ``sum()`` over NUMERIC (exact, a Decimal
-here); either way an int reaches the caller.
+the spans' days, summed per span here (Python integers: exact). Sums the database
+adds are summed with SQLite's ``total()`` (a float, exact while a sum stays below
+2^53, and a float rather than an "integer overflow" error for hostile counts past
+2^63) and Postgres's ``sum()`` over NUMERIC (exact, a Decimal here); either way an
+int reaches the caller.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,24 +79,31 @@ def agent_shares(session: Session, tenant: str, spans: Sequence[Span]) -> list[S
     if not spans:
         return []
     a = run_agent_days
-    span = sa.case(
-        *((sa.and_(a.c.day >= first, a.c.day < end), n) for n, (first, end) in enumerate(spans)),
-        else_=-1,
-    ).label("span")
-    query = (
-        sa.select(span, a.c.model_key, a.c.agent_id, *_sums(a, session.dialect.name))
-        .where(
-            a.c.tenant == tenant,
-            a.c.day >= min(first for first, _ in spans),
-            a.c.day < max(end for _, end in spans),
-        )
-        .group_by(span, a.c.model_key, a.c.agent_id)
+    columns = [a.c[name] for name in ("runs", "failed", *SHARE_TOKEN_COLUMNS)]
+    query = sa.select(a.c.day, a.c.model_key, a.c.agent_id, *columns).where(
+        a.c.tenant == tenant,
+        a.c.day >= min(first for first, _ in spans),
+        a.c.day < max(end for _, end in spans),
     )
-    return [
-        _share(int(at), model, agent, sums)
-        for at, model, agent, *sums in session.execute(query)
-        if at >= 0  # a day between two spans that do not meet
-    ]
+    # The rows as stored, one per (day, agent, model), summed per span here: an agent's
+    # runs are nearly always on one day, so nearly every row is a share already, and
+    # the database would sort every row to group them (over a month's agents of a store
+    # of a million runs a year, 49,000 rows: 85 ms read, 210 ms read and grouped).
+    starts = [first for first, _ in spans]
+    found: dict[tuple[int, str, str], list[int]] = {}
+    for day, model, agent, *sums in session.execute(query):
+        at = bisect_right(starts, day) - 1
+        if at < 0 or day >= spans[at][1]:
+            continue  # a day between two spans that do not meet
+        key = (at, model, agent)
+        cell = found.get(key)
+        values = [_int(value) for value in sums]
+        if cell is None:
+            found[key] = values
+        else:
+            for n, value in enumerate(values):
+                cell[n] += value
+    return [_share(at, model, agent, sums) for (at, model, agent), sums in found.items()]
 
 
 def tenant_shares(session: Session, first_day: int, end_day: int) -> list[tuple[str, Share]]:

@@ -146,9 +146,9 @@ def window(counts: Counts, *, today: int, days: int) -> Document:
             for group in (by_day[totals.day], by_model[totals.model], whole):
                 group.totals.append(totals)
     cell_ms: dict[tuple[int, str | None], list[int]] = defaultdict(list)
-    for duration in counts.durations:
-        if first <= duration.day <= today:
-            cell_ms[(duration.day, duration.model)].append(duration.ms)
+    for day, model, ms in counts.durations:
+        if first <= day <= today:
+            cell_ms[(day, model)].append(ms)
     day_ms: dict[int, list[int]] = {day: [] for day in by_day}
     model_ms: dict[str | None, list[int]] = defaultdict(list)
     for (day, model), values in cell_ms.items():

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ...history import UNKNOWN
 from ...pricing.table import PriceTable
@@ -174,13 +174,78 @@ def by_agent(
 ) -> Document:
     """Agents costliest first; each agent share is priced on its span's first day
     (each span has one price per model)."""
-    shares = with_costs(agent_shares, prices, lambda share: cut[share.at][0])
-    now = grouped(shares, window, prices, lambda s: s.who)
-    before = grouped(shares, window.before(), prices, lambda s: s.who)
+    now, before = _agent_figures(agent_shares, cut, window, prices)
     rows, others = _rows(
         now, before, prices is not None, lambda agent: {"agentId": agent}, TOP_AGENTS
     )
     return {"rows": rows, "others": others, "agents": len(now)}
+
+
+def _agent_figures(
+    agent_shares: Sequence[Share], cut: Sequence[Span], window: Window, prices: PriceTable | None
+) -> tuple[dict[str | None, Figures], dict[str | None, Figures]]:
+    """Each agent's figures in ``window`` and in the window before: what
+    :func:`with_costs` and :func:`grouped` give, in one pass. A month's overview over a
+    store of a million runs a year has tens of thousands of agent shares; each is
+    looked at once, its sums added to plain lists and the Figures made once per agent.
+    """
+    previous = window.before()
+    # Per span: which window it lies in (0 now, 1 before, None neither).
+    side = [0 if window.holds(first) else 1 if previous.holds(first) else None for first, _ in cut]
+    known: dict[tuple[str | None, int], tuple[int, int, int, int] | None] = {}
+    # Per window, per agent: runs, failed, 4 token sums, cost (None: none priced),
+    # unpriced runs, 4 unpriced token sums, and the unpriced models.
+    cells: tuple[dict[str | None, list[Any]], dict[str | None, list[Any]]] = ({}, {})
+    priced = prices is not None
+    for share in agent_shares:
+        where = side[share.at]
+        if where is None:
+            continue
+        found = cells[where]
+        cell = found.get(share.who)
+        if cell is None:
+            cell = found[share.who] = [0, 0, 0, 0, 0, 0, None, 0, 0, 0, 0, 0, set()]
+        tokens = share.tokens
+        cell[0] += share.runs
+        cell[1] += share.failed
+        cell[2] += tokens[0]
+        cell[3] += tokens[1]
+        cell[4] += tokens[2]
+        cell[5] += tokens[3]
+        if prices is None:
+            continue
+        key = (share.model, cut[share.at][0])
+        if key not in known:
+            known[key] = prices.prices(share.model, key[1])
+        price = known[key]
+        if price is None:
+            cell[7] += share.runs
+            cell[8] += tokens[0]
+            cell[9] += tokens[1]
+            cell[10] += tokens[2]
+            cell[11] += tokens[3]
+            cell[12].add(share.model)
+            continue
+        cost = (
+            tokens[0] * price[0]
+            + tokens[1] * price[1]
+            + tokens[2] * price[2]
+            + tokens[3] * price[3]
+        )
+        cell[6] = cost if cell[6] is None else cell[6] + cost
+    figures: tuple[dict[str | None, Figures], dict[str | None, Figures]] = ({}, {})
+    for found, made in zip(cells, figures, strict=True):
+        for who, cell in found.items():
+            made[who] = Figures(
+                cell[0],
+                cell[1],
+                (cell[2], cell[3], cell[4], cell[5]),
+                cell[6] if priced else None,
+                cell[7],
+                (cell[8], cell[9], cell[10], cell[11]),
+                cell[12],
+            )
+    return figures
 
 
 def totals(
