@@ -129,13 +129,28 @@ def _group(counts: Counts, ms: list[int], size: int) -> Document:
     }
 
 
-def window(counts: Counts, *, today: int, days: int) -> Document:
+#: The durations of each (day, model), sorted.
+Cells = dict[tuple[int, str | None], list[int]]
+
+
+def duration_cells(durations: Iterable[Duration]) -> Cells:
+    """The durations put in their (day, model) cells in one pass, each cell sorted once:
+    made once for every window of a page."""
+    cells: Cells = defaultdict(list)
+    for day, model, ms in durations:
+        cells[(day, model)].append(ms)
+    for values in cells.values():
+        values.sort()
+    return cells
+
+
+def window(counts: Counts, *, today: int, days: int, cells: Cells | None = None) -> Document:
     """One window's overview: every day of it (newest first), every model, the whole.
 
     Each row of the counts is looked at once (grouped by day and by model in one
     pass): over 100,000 runs this is what the page's time goes to after the queries.
-    The durations are put in their (day, model) cells in one pass and each cell sorted
-    once; a day's, a model's and the whole's lists are those sorted cells joined.
+    A day's, a model's and the whole's durations are the sorted (day, model) cells
+    joined (``cells``: :func:`duration_cells` of the counts' durations, if made).
     """
     first = today - days + 1
     by_day = {day: Counts() for day in range(first, today + 1)}
@@ -145,14 +160,11 @@ def window(counts: Counts, *, today: int, days: int) -> Document:
         if first <= totals.day <= today:
             for group in (by_day[totals.day], by_model[totals.model], whole):
                 group.totals.append(totals)
-    cell_ms: dict[tuple[int, str | None], list[int]] = defaultdict(list)
-    for day, model, ms in counts.durations:
-        if first <= day <= today:
-            cell_ms[(day, model)].append(ms)
+    every = duration_cells(counts.durations) if cells is None else cells
+    cell_ms = {key: values for key, values in every.items() if first <= key[0] <= today}
     day_ms: dict[int, list[int]] = {day: [] for day in by_day}
     model_ms: dict[str | None, list[int]] = defaultdict(list)
     for (day, model), values in cell_ms.items():
-        values.sort()
         day_ms[day] += values
         model_ms[model] += values
     # Sorted runs joined: what timsort merges in one pass per run.

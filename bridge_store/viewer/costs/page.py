@@ -19,7 +19,7 @@ from ...shares import Share
 from ...statistics import DAY_MS, Counts, Totals
 from ...types import Document
 from ..activity import Activity
-from ..overview import day_text, window
+from ..overview import day_text, duration_cells, window
 from ..reader import HistoryReader
 from .breakdown import (
     Priced,
@@ -143,8 +143,11 @@ def overview_data(
             totals_of(got.day_shares, longest.first, longest.end), counts.durations, counts.tools
         )
     shares = with_costs(got.day_shares, prices)
+    cells = duration_cells(counts.durations)
     windows = {
-        str(size): money_window(window(counts, today=today, days=size), shares, size, today, prices)
+        str(size): money_window(
+            window(counts, today=today, days=size, cells=cells), shares, size, today, prices
+        )
         for size in WINDOWS
     }
     selected = Window(today, days)
