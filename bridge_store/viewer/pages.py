@@ -23,6 +23,7 @@ from ..types import Document
 from . import charts, queries
 from .activity import Activity
 from .agent_rows import agent_rows, display_name, has_own_name
+from .collector import collector_paused
 from .costs import page as cost_page
 from .costs.scan import SCAN_LIMIT
 from .outline import outline
@@ -261,6 +262,11 @@ async def overview(context: Context, params: QueryParams) -> View:
         # Runs have no time before 1970 (a run without one is at 0): nor has a window.
         raise invalid_argument("to must be a day after 1970-03-01")
     prices = context.price_table()
+    with collector_paused():
+        return await _overview(context, today, days, prices)
+
+
+async def _overview(context: Context, today: int, days: str, prices: PriceTable | None) -> View:
     got = await cost_page.read(
         context.reader, context.activity, today, int(days), prices, context.scan_limit
     )
