@@ -10,6 +10,7 @@ bound answers ``tooLarge`` instead of figures.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,10 +82,12 @@ async def read(
     counted = (longest.first, longest.end)
     index, statistics = activity.shares(), activity.statistics()
     if index is not None and statistics is not None:
-        day_shares = await index.day_shares(tenant, earliest, today + 1)
-        agent_shares = await index.agent_shares(tenant, cut)
-        counts = await statistics.counts(
-            tenant, since=counted[0] * DAY_MS, until=counted[1] * DAY_MS
+        # Three reads at once: on a store with a pool of connections (Postgres) the
+        # database answers one while this process turns another's rows into figures.
+        day_shares, agent_shares, counts = await asyncio.gather(
+            index.day_shares(tenant, earliest, today + 1),
+            index.agent_shares(tenant, cut),
+            statistics.counts(tenant, since=counted[0] * DAY_MS, until=counted[1] * DAY_MS),
         )
         return Read(counts, day_shares, agent_shares, "index")
     scanned = await scan(
