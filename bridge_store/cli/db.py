@@ -66,8 +66,11 @@ async def _db(args: argparse.Namespace) -> int:
         rules = [parse_rule(rule) for rule in args.workspace_rule]
         async with stack_from(args, sealed=False).opened(migrate=False) as stack:
             counts = await record_workspaces(stack.own, rules=rules)
-        print(
-            f"workspaces: {counts.recorded} agent(s) now kept against their workspace, "
-            f"{counts.left} keep their path"
-        )
+        # A store with no agent by a path (a new one, or one upgraded before) has
+        # nothing to say here.
+        if counts.recorded or counts.left:
+            print(
+                f"workspaces: {counts.recorded} agent(s) now kept against their workspace, "
+                f"{counts.left} keep their path"
+            )
     return 0
