@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import ConnectError, invalid_argument
 from ..types import Document
 from ..wire import jsontext
-from . import pages, templating
+from . import export_pages, pages, templating
 from .markdown import transcript_markdown
 from .printable import utf8
 from .session import (
@@ -194,7 +194,7 @@ class Viewer(Generic[Principal]):
         agent_id, run_id = params.get("agent", ""), params.get("run", "")
         return await self._export(
             request,
-            lambda context: pages.export_run(context, agent_id, run_id),
+            lambda context: export_pages.export_run(context, agent_id, run_id),
             f"run-{run_id}.jsonl",
         )
 
@@ -202,7 +202,7 @@ class Viewer(Generic[Principal]):
         agent_id = request.query_params.get("id", "")
         return await self._export(
             request,
-            lambda context: pages.export_agent(context, agent_id),
+            lambda context: export_pages.export_agent(context, agent_id),
             f"agent-{agent_id}.jsonl",
         )
 
@@ -214,7 +214,7 @@ class Viewer(Generic[Principal]):
             return self._unauthenticated(request, "json")
         try:
             pages.refuse_nul(params)
-            whole = await pages.whole_transcript(context, agent_id, run_id)
+            whole = await export_pages.whole_transcript(context, agent_id, run_id)
         except ConnectError as error:
             return self._error(request, error, "json")
         text = "".join(transcript_markdown(**whole))

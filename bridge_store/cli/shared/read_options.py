@@ -143,10 +143,10 @@ class LocalPages:
         return self.context.reader
 
     async def markdown(self, agent_id: str, run_id: str) -> str:
-        from ...viewer import pages
+        from ...viewer.export_pages import whole_transcript
         from ...viewer.markdown import transcript_markdown
 
-        whole = await pages.whole_transcript(self.context, agent_id, run_id)
+        whole = await whole_transcript(self.context, agent_id, run_id)
         return "".join(transcript_markdown(**whole))
 
     async def page(self, path: str, params: dict[str, str]) -> Document:
