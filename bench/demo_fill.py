@@ -35,7 +35,7 @@ async def fill_once(url: str) -> tuple[float, float, float, int]:
     generated = time.perf_counter()
     async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
         opened = time.perf_counter()
-        tally = await write(stack.sealed, sample)
+        tally = await write(stack.stores, sample)
         written = time.perf_counter()
     return generated - started, opened - generated, written - opened, tally.items("runEvents")
 

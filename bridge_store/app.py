@@ -2,7 +2,7 @@
 store stack, and its lifecycle.
 
 :class:`BridgeStoreServer` owns the configuration, the store stack
-(:class:`~bridge_store.stores.StoreStack`: sealed with the key file, metered) and the
+(:class:`~bridge_store.stores.StoreStack`: sealed with the key file, metered, watched) and the
 ASGI lifespan that opens and closes it; :meth:`BridgeStoreServer.app` is its ASGI app,
 whose routes are declared once, in :meth:`BridgeStoreServer.routes`.
 :func:`create_app` is the one-call form.
@@ -33,12 +33,13 @@ from .ops.metrics import BackendView, Metrics, MetricsEndpoint
 from .ops.observe import CallObserver
 from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
 from .ops.spend import SpendFigures
+from .plugins import get_plugin_manager
 from .run_traces.counts import ExportCounts
 from .run_traces.settings import export_backend
 from .security.auth import Principal
 from .security.sealed_stores import sealing
 from .shares import RunShares, run_shares
-from .stores import OpenStack, ResolvedStores, Stores, StoreStack
+from .stores import OpenStack, ResolvedStores, StoreStack, resolve
 from .types import Answer
 from .urls import redact
 from .viewer import UI_PATH
@@ -126,23 +127,15 @@ class BridgeStoreServer:
         self.tokens = config.token_registry()
         self.metrics = Metrics(HANDLERS) if config.metrics else None
         self.availability = BackendAvailability(config.routes)
-        # Secrets are sealed closest to the backends; metrics count what clients see,
-        # and the live export watches the runs they end.
-        seal = sealing(config.keyring)
-        meter = self._served_view
         #: ``serve --export-runs`` (None without): set below, once backends are resolved.
         self.live_export: LiveExport | None = None
         self.export_counts = ExportCounts()
         if resolved is None:
-            options = config.backend_options()
-            self.stack = StoreStack.of(
-                config.routes, options, manager=plugin_manager, seal=seal, meter=meter
-            )
-        else:
-            self.stack = StoreStack(config.routes, resolved, seal, meter)
+            manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+            resolved = resolve(manager, config.routes, config.backend_options())
         routed = config.routes.served()
         self.served = [
-            ServedBackend(url, routed[url], one) for url, one in self.stack.backends.items()
+            ServedBackend(url, routed[url], one) for url, one in resolved.backends.items()
         ]
         self.retention_counts = RetentionCounts()
         #: Who takes the retention lease: the agents' backend (features.Leases).
@@ -150,18 +143,26 @@ class BridgeStoreServer:
         if config.retain is not None:
             # Checked now: a backend without leases stops the start, before any port opens.
             agents = config.routes.agents
-            self.lessee = lease_backend(self.stack.backends[agents], redact(agents))
+            self.lessee = lease_backend(resolved.backends[agents], redact(agents))
             if self.metrics is not None:
                 self.metrics.add_retention(self.retention_counts)
         if config.export_runs is not None:
             # Checked now, as --retain's leases are: before any port opens.
             runs = config.routes.runs
-            queue, leases = export_backend(self.stack.backends[runs], redact(runs))
+            queue, leases = export_backend(resolved.backends[runs], redact(runs))
             from .run_traces.live import LiveExport  # OpenTelemetry loads only with it
 
             self.live_export = LiveExport(config.export_runs, queue, leases, self.export_counts)
             if self.metrics is not None:
                 self.metrics.add_run_export(self.export_counts)
+        # The stack's layers, bottom first: secrets are sealed closest to the backends;
+        # metrics count what clients see, and the live export watches the runs they end.
+        layers = [
+            *sealing(config.keyring),
+            *(self.metrics.layers() if self.metrics is not None else ()),
+            *((self.live_export.layer(),) if self.live_export is not None else ()),
+        ]
+        self.stack = StoreStack(config.routes, resolved, tuple(layers))
         #: Each tenant's spend and failures for /metrics, read from the store's sums.
         self.spend: SpendFigures | None = None
         if self.metrics is not None:
@@ -187,7 +188,7 @@ class BridgeStoreServer:
             self._started = await self.stack.open(migrate=self.config.migrate)
 
     def _own_shares(self) -> RunShares | None:
-        own = self.serving().own
+        own = self.serving().stores.beneath()
         return run_shares(own.agents, own.runs)
 
     def serving(self) -> OpenStack:
@@ -206,13 +207,13 @@ class BridgeStoreServer:
             # Below the sealing and the call metrics: prune reads no secret, and its
             # deletes are not clients' calls.
             retention = Retention(
-                opened.own, self.lessee, self.config.retain, self.retention_counts
+                opened.stores.beneath(), self.lessee, self.config.retain, self.retention_counts
             )
             retention.start()
         if self.live_export is not None:
             # Read below the sealing and the metrics: traces open no secret, and their
             # reads are not clients' calls.
-            self.live_export.start(opened.own)
+            self.live_export.start(opened.stores.beneath())
         self._serving = opened
         try:
             yield
@@ -224,13 +225,6 @@ class BridgeStoreServer:
                 await self.live_export.stop()  # writes its memory queue to the store
             await opened.close()
 
-    def _served_view(self, stores: Stores) -> Stores:
-        """What calls go to: ``stores`` metered, with the runs that end watched."""
-        served = self.metrics.metered(stores) if self.metrics is not None else stores
-        if self.live_export is not None:
-            served = self.live_export.watching(served)
-        return served
-
     async def handle(
         self,
         principal: Principal,
@@ -241,7 +235,7 @@ class BridgeStoreServer:
     ) -> Answer:
         """One bridge's call; its agents' ``cwd`` translated for ``checkout``, the one
         its store URL named (:mod:`.workspaces.translate`)."""
-        stores = self.serving().served
+        stores = self.serving().stores
         backend = self.availability.of(substore)
         try:
             data = translate.inbound(checkout, substore, method, data)

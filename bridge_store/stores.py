@@ -7,16 +7,16 @@ call goes to (possibly from different backends). Starting them gives
 
 :class:`StoreStack` is how the server, ``bridge-store ui`` and every command open
 their stores: resolved once (the one place the installed plugins are asked), started
-(migrated or not), then sealed and metered by the wrappers the caller gives, in that
-order (secrets are sealed closest to the backends; metrics count what clients see).
-The wrappers come from above this layer (``security``, ``ops``), so this module
-imports neither. :class:`OpenStack` holds the served stores and the backends' own
-beneath them, and closes them.
+(migrated or not), then wrapped in the caller's list of layers
+(:class:`~bridge_store.layers.StoreLayer`), bottom first. The layers come from above
+this layer (``security``, ``ops``, ``run_traces``), so this module imports none of
+them. :class:`OpenStack` holds the one view of the stores, what calls go to;
+:meth:`Stores.beneath` finds the backends' own substores under the layers.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
@@ -24,6 +24,7 @@ from typing import TypeVar
 import pluggy
 
 from .errors import BackendUnreachable, ConfigurationError, ConnectError
+from .layers import StoreLayer, beneath
 from .plugins import get_plugin_manager, open_backend
 from .substores import (
     SUBSTORE_NAMES,
@@ -48,6 +49,33 @@ class Stores:
     runs: RunStore
     run_events: RunEventStore
     checkpoints: CheckpointStore
+
+    def layered(self, layers: Sequence[StoreLayer]) -> Stores:
+        """These stores wrapped in ``layers``, the first closest to the backends."""
+        agents, runs, run_events, checkpoints = (
+            self.agents,
+            self.runs,
+            self.run_events,
+            self.checkpoints,
+        )
+        for layer in layers:
+            agents = layer.agents(agents)
+            runs = layer.runs(runs)
+            run_events = layer.run_events(run_events)
+            checkpoints = layer.checkpoints(checkpoints)
+        return Stores(agents, runs, run_events, checkpoints)
+
+    def beneath(self) -> Stores:
+        """The backends' own substores beneath every layer: where their optional
+        features are (a search index, a run list), and what reads and deletes that are
+        not clients' calls go to (prune, gc, key rotation: no secret opened, nothing
+        counted)."""
+        return Stores(
+            beneath(self.agents),
+            beneath(self.runs),
+            beneath(self.run_events),
+            beneath(self.checkpoints),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,23 +184,14 @@ async def open_stores(
     return await resolve(manager, routes, options).start(migrate=migrate)
 
 
-#: A wrapper over a set of substores (sealing, metering): the same stores, changed.
-Wrap = Callable[[Stores], Stores]
-
-
 @dataclass(frozen=True, slots=True)
 class OpenStack:
-    """A started :class:`StoreStack`: what its calls go to, and what lies beneath."""
+    """A started :class:`StoreStack`: its backends, and the stores its calls go to."""
 
     #: Each distinct URL's started backend, in substore order.
     backends: dict[str, Backend]
-    #: The backends' own substores, for what looks behind the wrappers (a backend's
-    #: search index, prune's deletes, which are not clients' calls).
-    own: Stores
-    #: ``own`` sealed: secrets in the clear, as tools and the viewer read them.
-    sealed: Stores
-    #: ``sealed`` metered: what the calls go to.
-    served: Stores
+    #: The backends' substores in the stack's layers: what the calls go to.
+    stores: Stores
 
     async def close(self) -> None:
         for backend in reversed(self.backends.values()):
@@ -181,12 +200,13 @@ class OpenStack:
 
 @dataclass(frozen=True, slots=True)
 class StoreStack:
-    """The stores of a set of routes, resolved, to be started, sealed and metered."""
+    """The stores of a set of routes, resolved, to be started and wrapped in
+    ``layers`` (bottom first: sealing closest to the backends, then what counts or
+    watches what clients do)."""
 
     routes: Routes
     resolved: ResolvedStores
-    seal: Wrap | None = None
-    meter: Wrap | None = None
+    layers: tuple[StoreLayer, ...] = ()
 
     @classmethod
     def of(
@@ -195,13 +215,12 @@ class StoreStack:
         options: BackendOptions | None = None,
         *,
         manager: pluggy.PluginManager | None = None,
-        seal: Wrap | None = None,
-        meter: Wrap | None = None,
+        layers: Sequence[StoreLayer] = (),
     ) -> StoreStack:
         """Resolve ``routes`` (a bad URL or a missing extra raises now) with ``manager``
         (default: every installed backend)."""
         manager = manager if manager is not None else get_plugin_manager()
-        return cls(routes, resolve(manager, routes, options), seal, meter)
+        return cls(routes, resolve(manager, routes, options), tuple(layers))
 
     @property
     def backends(self) -> dict[str, Backend]:
@@ -211,10 +230,7 @@ class StoreStack:
     async def open(self, *, migrate: bool) -> OpenStack:
         """Start every backend (closing those started when one fails), then wrap."""
         started = await self.resolved.start(migrate=migrate)
-        own = started.stores
-        sealed = own if self.seal is None else self.seal(own)
-        served = sealed if self.meter is None else self.meter(sealed)
-        return OpenStack(dict(self.resolved.backends), own, sealed, served)
+        return OpenStack(dict(self.resolved.backends), started.stores.layered(self.layers))
 
     @asynccontextmanager
     async def opened(self, *, migrate: bool) -> AsyncIterator[OpenStack]:

@@ -268,7 +268,7 @@ async def test_an_append_that_ends_no_tool_call_hands_back_the_backend_s_own_cal
     opened = await open_stores(get_plugin_manager(), Routes.single("memory://"), migrate=True)
     try:
         counts = ActivityCounts()
-        events = counts.metered(opened.stores).run_events
+        events = opened.stores.layered([counts]).run_events
         plain = events.append(
             "t", new_event(message("a", "r", {"type": "task", "text": "x"}), "in")
         )

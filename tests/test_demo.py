@@ -334,8 +334,8 @@ def test_demo_never_writes_into_a_store_with_other_history_unless_forced(
     async def mine(then: str) -> int:
         async with StoreStack.of(Routes.single(url)).opened(migrate=False) as stack:
             if then == "create":
-                await stack.sealed.agents.create("default", agent_document("my-agent"))
-            return len(await stack.sealed.agents.tenants())
+                await stack.stores.agents.create("default", agent_document("my-agent"))
+            return len(await stack.stores.agents.tenants())
 
     asyncio.run(mine("create"))
     refused = run_command("demo", "--store", url, "--port", "0")
@@ -359,7 +359,7 @@ def test_a_start_stopped_midway_is_written_again(tmp_path: Path) -> None:
 
     async def write_first_half() -> None:
         async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
-            sink = StoreSink(stack.sealed, overwrite=False)
+            sink = StoreSink(stack.stores, overwrite=False)
             for item in items[: len(items) // 2]:
                 await sink.write(item)
 
@@ -392,7 +392,7 @@ def test_two_demos_filling_one_file_at_once_leave_one_whole_sample(tmp_path: Pat
 
     async def fill_one() -> str:
         async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
-            filled = await fill(stack.sealed, sample_history(), where=url, force=False)
+            filled = await fill(stack.stores, sample_history(), where=url, force=False)
         return filled.value
 
     async def both() -> list[str]:
@@ -405,10 +405,10 @@ def test_two_demos_filling_one_file_at_once_leave_one_whole_sample(tmp_path: Pat
         async with StoreStack.of(Routes.single(url)).opened(migrate=False) as stack:
             seqs = {}
             for agent in expected.agents:
-                assert await stack.sealed.agents.get(agent.tenant, agent.agent_id) is not None
+                assert await stack.stores.agents.get(agent.tenant, agent.agent_id) is not None
                 for run in agent.runs:
                     run_id = run.document["runId"]
-                    events = await stack.sealed.run_events.list(
+                    events = await stack.stores.run_events.list(
                         agent.tenant, run_id, after_seq=0, limit=10_000
                     )
                     seqs[run_id] = [event["seq"] for event in events]

@@ -191,7 +191,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "the contract and the backend seam",
         (
             *("bridge_store", "types", "errors", "failures", "urls", "sort_keys", "wire."),
-            *("substores", "hookspecs", "plugins", "contract", "stored_documents", "reaching"),
+            *("substores", "layers", "hookspecs", "plugins", "contract", "stored_documents"),
+            "reaching",
             *("statistics", "history", "features", "stores", "toml_files", "shares", "pricing."),
             "workspaces.",
         ),

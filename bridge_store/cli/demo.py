@@ -134,7 +134,7 @@ async def _fill(serve_args: argparse.Namespace, sample: SampleHistory, *, force:
     from .shared.store_options import stack_from
 
     async with stack_from(serve_args).opened(migrate=True) as stack:
-        return await fill(stack.sealed, sample, where=redact(serve_args.store), force=force)
+        return await fill(stack.stores, sample, where=redact(serve_args.store), force=force)
 
 
 def say(line: str) -> None:

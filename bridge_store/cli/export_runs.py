@@ -112,10 +112,12 @@ async def _export(args: argparse.Namespace, url: str, selection: Selection) -> i
     tally = ReplayTally()
     try:
         async with stack_from(args, sealed=False).opened(migrate=False) as stack:
-            replay = Replay(stack.own, SpanMaker(TraceSettings.from_environment()), sender, tally)
+            replay = Replay(
+                stack.stores, SpanMaker(TraceSettings.from_environment()), sender, tally
+            )
             try:
                 if sys.stderr.isatty():
-                    total = await count_agents(stack.own, selection)
+                    total = await count_agents(stack.stores, selection)
                     with _Bar(tally, total):
                         await replay.run(selection)
                 else:

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
 async def _gc(args: argparse.Namespace) -> int:
     async with stack_from(args, sealed=False).opened(migrate=False) as stack:
         try:
-            report = await collect_garbage(stack.own, dry_run=args.dry_run, tenants=args.tenant)
+            report = await collect_garbage(stack.stores, dry_run=args.dry_run, tenants=args.tenant)
         except ConnectError as error:
             raise BackendUnreachable(f"gc stopped: {error.message}; run it again") from error
     if args.dry_run:

@@ -78,7 +78,7 @@ def _generate(path: Path) -> int:
 async def _rotate(args: argparse.Namespace, keyring: Keyring) -> int:
     # Rotation opens and seals itself: it is given the backends' own stores.
     async with stack_from(args, sealed=False).opened(migrate=False) as stack:
-        report = await rotate(stack.own, keyring)
+        report = await rotate(stack.stores, keyring)
     print(
         f"re-encrypted under key {keyring.current_id.hex()}: "
         f"{counted(report.agents_rewritten, 'agent')} ({report.agents_current} already "

@@ -78,10 +78,11 @@ async def _models(stack: StoreStack) -> list[ModelUse]:
     from ..shares import run_shares
 
     async with stack.opened(migrate=False) as opened:
-        index = run_shares(opened.own.agents, opened.own.runs)
+        own = opened.stores.beneath()
+        index = run_shares(own.agents, own.runs)
         if index is not None:
             return await index.models_seen()
-        return await _scanned(opened.own)
+        return await _scanned(own)
 
 
 async def _scanned(stores: object) -> list[ModelUse]:

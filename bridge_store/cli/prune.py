@@ -71,7 +71,7 @@ async def _prune(args: argparse.Namespace) -> int:
     async with stack_from(args, sealed=False).opened(migrate=False) as stack:
         try:
             report = await prune(
-                stack.own,
+                stack.stores,
                 criteria_from(args, time.time()),
                 principal_name="prune",
                 dry_run=args.dry_run,

@@ -31,7 +31,6 @@ Each tenant's counts are apart, so its own series can be shown to it alone
 
 from __future__ import annotations
 
-import dataclasses
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -40,8 +39,9 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from ..history import TOKEN_KINDS, summarize_run
+from ..layers import StoreLayer
 from ..statistics import label
-from ..stores import Stores
+from ..substores import RunEventStore, RunStore
 from ..types import Document
 from .activity_stores import MeteredRunEvents, MeteredRuns
 
@@ -123,8 +123,9 @@ class TenantActivity:
         self.durations: dict[str, tuple[list[int], list[float]]] = {}
 
 
-class ActivityCounts:
-    """What the metered substores counted since the server started, tenant by tenant."""
+class ActivityCounts(StoreLayer):
+    """What the metered substores counted since the server started, tenant by tenant:
+    a layer that counts the runs and run events through it."""
 
     def __init__(self) -> None:
         self._models = Budget(SERIES_CAPS["model"])
@@ -135,13 +136,11 @@ class ActivityCounts:
         self.others = TenantActivity(OTHER_TENANTS, self._models, self._tools)
         self._ended: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
-    def metered(self, stores: Stores) -> Stores:
-        """``stores`` with runs and run events counted here."""
-        return dataclasses.replace(
-            stores,
-            runs=MeteredRuns(stores.runs, self.run_written),
-            run_events=MeteredRunEvents(stores.run_events, self.tool_call),
-        )
+    def runs(self, inner: RunStore) -> RunStore:
+        return MeteredRuns(inner, self.run_written)
+
+    def run_events(self, inner: RunEventStore) -> RunEventStore:
+        return MeteredRunEvents(inner, self.tool_call)
 
     def of(self, tenant: str) -> TenantActivity:
         """The counts ``tenant``'s calls go to."""

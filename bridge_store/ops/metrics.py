@@ -46,11 +46,11 @@ from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from ..connect import bearer_principal
+from ..layers import StoreLayer
 from ..lifecycle.retain import RetentionCounts
 from ..run_traces.counts import ExportCollector, ExportCounts
 from ..security.auth import Scope as TokenScope
 from ..security.auth import TokenRegistry
-from ..stores import Stores
 from ..substores import PoolStats
 from .activity import ActivityCollector, ActivityCounts
 from .metered import StoreCounts
@@ -302,9 +302,9 @@ class Metrics:
         self.backends = BackendCollector()
         self.registry.register(self.backends)
 
-    def metered(self, stores: Stores) -> Stores:
-        """``stores`` with what these metrics count as it passes through them."""
-        return self.activity.metered(self.counts.metered(stores))
+    def layers(self) -> list[StoreLayer]:
+        """The store layers that count what passes through them for these metrics."""
+        return [self.counts, self.activity]
 
     def method(self, substore: str, method: str) -> MethodMetrics:
         """The sums of a call's labels (already ``unknown`` outside the table)."""

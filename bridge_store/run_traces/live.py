@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections import deque
 
 from ..errors import Code, ConnectError
 from ..features import ExportQueue, Leases, QueuedRun
+from ..layers import StoreLayer
 from ..stores import Stores
 from ..types import Document
 from .counts import ExportCounts
@@ -38,7 +38,7 @@ from .drain import Drainer
 from .mapping import SpanMaker, TraceSettings
 from .sender import OtlpSender
 from .settings import ExportSettings
-from .watch import WatchedRuns
+from .watch import RunWatch
 
 logger = logging.getLogger("bridge_store.run_export")
 
@@ -80,9 +80,9 @@ class LiveExport:
         self._tasks: list[asyncio.Task[None]] = []
         self._full_logged = False
 
-    def watching(self, stores: Stores) -> Stores:
-        """``stores`` with the runs that end queued here."""
-        return dataclasses.replace(stores, runs=WatchedRuns(stores.runs, self.ended))
+    def layer(self) -> StoreLayer:
+        """The store layer that queues here the runs that end."""
+        return RunWatch(self.ended)
 
     def ended(self, tenant: str, run: Document) -> None:
         """A run ended: queue it (no wait, no I/O)."""

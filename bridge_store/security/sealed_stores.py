@@ -1,20 +1,20 @@
-"""Substores that seal secrets before the backend stores them, and open them on return.
+"""The store layer that seals secrets before the backend stores them, and opens them
+on return.
 
-:func:`seal_stores` wraps the agents and checkpoints substores of any backend: an
+:class:`Sealing` wraps the agents and checkpoints substores of any backend: an
 agent's ``sdkMetadata`` and every checkpoint blob reach the backend sealed
-(:mod:`bridge_store.security.encryption`), runs and run events pass through. Backends need
-know nothing about it, so every backend, built-in or plugin, stores ciphertext.
+(:mod:`bridge_store.security.encryption`); runs and run events pass through, as do
+the methods that carry no secret. Backends need know nothing about it, so every
+backend, built-in or plugin, stores ciphertext.
 """
 
 from __future__ import annotations
 
 import builtins
-import dataclasses
-import functools
-from collections.abc import Callable, Sequence
 
+from ..layers import AgentsLayer, CheckpointsLayer, StoreLayer
 from ..stores import Stores
-from ..substores import AgentPosition, AgentStore, BlobRef, CheckpointStore
+from ..substores import AgentPosition, AgentStore, CheckpointStore
 from ..types import Document
 from ..wire.large_bodies import off_the_loop
 from .encryption import Identity, Keyring
@@ -37,46 +37,37 @@ def open_agent(keyring: Keyring, tenant: str, agent: Document) -> Document:
     return agent
 
 
-class SealedAgents:
+class SealedAgents(AgentsLayer):
     def __init__(self, inner: AgentStore, keyring: Keyring) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._keyring = keyring
 
     async def get(self, tenant: str, agent_id: str) -> Document | None:
-        agent = await self._inner.get(tenant, agent_id)
+        agent = await self.inner.get(tenant, agent_id)
         return None if agent is None else open_agent(self._keyring, tenant, agent)
 
     async def create(self, tenant: str, agent: Document, creator: str | None = None) -> Document:
-        await self._inner.create(tenant, seal_agent(self._keyring, tenant, agent), creator)
+        await self.inner.create(tenant, seal_agent(self._keyring, tenant, agent), creator)
         return agent
-
-    async def creators(self, tenant: str, agent_ids: Sequence[str]) -> dict[str, str]:
-        return await self._inner.creators(tenant, agent_ids)
 
     async def update(self, tenant: str, agent: Document) -> Document:
-        await self._inner.update(tenant, seal_agent(self._keyring, tenant, agent))
+        await self.inner.update(tenant, seal_agent(self._keyring, tenant, agent))
         return agent
-
-    async def delete(self, tenant: str, agent_ids: Sequence[str] | None, cwd: str | None) -> None:
-        await self._inner.delete(tenant, agent_ids, cwd)
 
     async def list(
         self, tenant: str, *, cwd: str | None, after: AgentPosition | None, limit: int
     ) -> builtins.list[Document]:
-        agents = await self._inner.list(tenant, cwd=cwd, after=after, limit=limit)
+        agents = await self.inner.list(tenant, cwd=cwd, after=after, limit=limit)
         return [open_agent(self._keyring, tenant, agent) for agent in agents]
 
-    async def tenants(self) -> Sequence[str]:
-        return await self._inner.tenants()
 
-
-class SealedCheckpoints:
+class SealedCheckpoints(CheckpointsLayer):
     def __init__(self, inner: CheckpointStore, keyring: Keyring) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._keyring = keyring
 
     async def get(self, tenant: str, agent_id: str, blob_id: str) -> bytes | None:
-        stored = await self._inner.get(tenant, agent_id, blob_id)
+        stored = await self.inner.get(tenant, agent_id, blob_id)
         if stored is None:
             return None
         identity = Identity(tenant, agent_id, blob_id)
@@ -85,12 +76,12 @@ class SealedCheckpoints:
         return self._keyring.open_blob(stored, identity)
 
     async def create(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
-        await self._inner.create(
+        await self.inner.create(
             tenant, agent_id, blob_id, await self._sealed(data, tenant, agent_id, blob_id)
         )
 
     async def update(self, tenant: str, agent_id: str, blob_id: str, data: bytes) -> None:
-        await self._inner.update(
+        await self.inner.update(
             tenant, agent_id, blob_id, await self._sealed(data, tenant, agent_id, blob_id)
         )
 
@@ -102,42 +93,27 @@ class SealedCheckpoints:
             return await off_the_loop(self._keyring.seal_blob, data, identity)
         return self._keyring.seal_blob(data, identity)
 
-    async def delete(
-        self, tenant: str, agent_ids: Sequence[str] | None, blob_ids: Sequence[str] | None
-    ) -> None:
-        await self._inner.delete(tenant, agent_ids, blob_ids)
 
-    async def list(
-        self,
-        tenant: str,
-        *,
-        agent_ids: Sequence[str] | None,
-        blob_ids: Sequence[str] | None,
-        after: BlobRef | None,
-        limit: int,
-    ) -> builtins.list[BlobRef]:
-        return await self._inner.list(
-            tenant, agent_ids=agent_ids, blob_ids=blob_ids, after=after, limit=limit
-        )
+class Sealing(StoreLayer):
+    """The layer that seals secrets with ``keyring``: closest to the backends, so every
+    other layer sees them in the clear."""
 
-    async def tenants(self) -> Sequence[str]:
-        return await self._inner.tenants()
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+
+    def agents(self, inner: AgentStore) -> AgentStore:
+        return SealedAgents(inner, self.keyring)
+
+    def checkpoints(self, inner: CheckpointStore) -> CheckpointStore:
+        return SealedCheckpoints(inner, self.keyring)
+
+
+def sealing(keyring: Keyring | None) -> list[StoreLayer]:
+    """The layers a store stack seals with: :class:`Sealing`, or none without a keyring
+    (nothing to seal)."""
+    return [] if keyring is None else [Sealing(keyring)]
 
 
 def seal_stores(stores: Stores, keyring: Keyring | None) -> Stores:
     """``stores`` with secrets sealed by ``keyring``; unchanged without one."""
-    if keyring is None:
-        return stores
-    return dataclasses.replace(
-        stores,
-        agents=SealedAgents(stores.agents, keyring),
-        checkpoints=SealedCheckpoints(stores.checkpoints, keyring),
-    )
-
-
-def sealing(keyring: Keyring | None) -> Callable[[Stores], Stores] | None:
-    """The wrapper a :class:`~bridge_store.stores.StoreStack` seals with; None without
-    a keyring (nothing to seal)."""
-    if keyring is None:
-        return None
-    return functools.partial(seal_stores, keyring=keyring)
+    return stores.layered(sealing(keyring))

@@ -53,10 +53,10 @@ def create_viewer(
     """
 
     def stores() -> Stores:
-        return stack().served
+        return stack().stores
 
     def unwrapped() -> Stores:
-        return stack().own
+        return stack().stores.beneath()
 
     # Named tokens see only their own tenant, never that others exist.
     store_wide = sole_holder(tokens)

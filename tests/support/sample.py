@@ -30,7 +30,7 @@ def write_sample(url: str) -> SampleHistory:
 
     async def main() -> None:
         async with StoreStack.of(Routes.single(url)).opened(migrate=True) as stack:
-            await write(stack.sealed, sample())
+            await write(stack.stores, sample())
 
     # In a thread of its own: a caller may run an event loop already (Playwright's).
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:

@@ -110,14 +110,14 @@ async def open_direct(
     principal = local_principal(tenant_from(args))
     # Reading never migrates: a store at an older schema is left for `db upgrade`.
     async with stack_from(args).opened(migrate=False) as stack:
-        stores = stack.sealed
+        stores, own = stack.stores, stack.stores.beneath()
         # Whoever reads a store URL holds the whole store: it may learn its tenants.
         reader = HistoryReader(
             in_process(lambda: stores, principal),
             tenant=principal.tenant,
-            tenants=stack.own.agents.tenants,
+            tenants=own.agents.tenants,
         )
-        yield reader, stores, principal, stack.own
+        yield reader, stores, principal, own
 
 
 class Pages(Protocol):

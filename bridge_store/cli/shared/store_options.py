@@ -184,8 +184,8 @@ def stack_from(
     is opened."""
     from ...security.sealed_stores import sealing
 
-    seal = sealing(keyring_from(args, end=end)) if sealed else None
-    return StoreStack.of(routes_from(args, end=end), seal=seal)
+    layers = sealing(keyring_from(args, end=end)) if sealed else []
+    return StoreStack.of(routes_from(args, end=end), layers=layers)
 
 
 def key_file_flag(end: str | None = None) -> str:

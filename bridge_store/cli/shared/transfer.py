@@ -43,13 +43,14 @@ async def opened(
     without a key, one that holds sealed items is refused, in one line naming it.
     """
     async with stack.opened(migrate=migrate) as started:
-        if stack.seal is None and key_flag is not None and await holds_sealed_items(started.own):
+        own = started.stores.beneath()
+        if not stack.layers and key_flag is not None and await holds_sealed_items(own):
             raise ConfigurationError(
                 f"the store at {redact(stack.routes.agents)} holds sealed items: give its "
                 f"key file ({key_flag}), so what is written is sealed too, not mixed in as "
                 "plaintext"
             )
-        yield started.sealed
+        yield started.stores
 
 
 def stopped(what: str, error: ConnectError) -> BackendUnreachable:
