@@ -44,8 +44,8 @@ import uvicorn
 from uvicorn.lifespan.on import LifespanOn
 from uvicorn.server import ServerState
 
-from bridge_store.cli.shared.serving import UVICORN_SETTINGS
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.server.serving import UVICORN_SETTINGS
 from testkit.services import postgres_database, redis_prefix
 
 from . import mix, path_parts
@@ -222,7 +222,7 @@ def _app(target: str, url: str, without: frozenset[str]) -> Any:
         from .servers import ceiling_app
 
         return ceiling_app()
-    from bridge_store.app import create_app
+    from bridge_store.server.app import create_app
 
     return create_app(path_parts.server_config(url, TOKEN, without))
 

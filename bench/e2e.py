@@ -48,8 +48,8 @@ from typing import IO, Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge_store.app import METRICS_PATH
 from bridge_store.client import bridge_path, launch_bridge, local_options, start_sidecar
+from bridge_store.server.app import METRICS_PATH
 from testkit.cursor_api import MODEL_ID, CursorApiStub
 
 API_KEY = "bench-api-key"

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge_store.config import READY_PREFIX
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.server.config import READY_PREFIX
 
 CALL_BODY = json.dumps({"substore": "agents", "method": "get", "input": {"agentId": "a"}}).encode()
 START_TIMEOUT_SECONDS = 30.0

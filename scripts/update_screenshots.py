@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Page, ViewportSize, sync_playwright
 
-from bridge_store.config import READY_PREFIX
+from bridge_store.server.config import READY_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "viewer-transcript.png"

@@ -11,8 +11,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge_store.app import METRICS_PATH, create_app
-from bridge_store.config import ServerConfig
 from bridge_store.contract import new_event
 from bridge_store.ops.activity import (
     LABEL_CAPS,
@@ -24,6 +22,8 @@ from bridge_store.ops.activity import (
 )
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
+from bridge_store.server.app import METRICS_PATH, create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes, open_stores
 from testkit.inprocess import running
 

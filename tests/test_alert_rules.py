@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
 from bridge_store.pricing.book import PriceBook
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
 from bridge_store.lifecycle.importer import check_archive
+from bridge_store.wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from tests.support.archives import Members, edit_manifest, read_members, rehash, write_members
 from tests.support.lifecycle import on_stores, seed
 from tests.test_copy import routes, sqlite_arguments

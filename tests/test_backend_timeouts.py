@@ -27,14 +27,14 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge_store.app import METRICS_PATH
-from bridge_store.config import READY_PREFIX
 from bridge_store.conformance.harness import agent
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConnectError
 from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import DEFAULT_TENANT as TENANT
+from bridge_store.server.app import METRICS_PATH
+from bridge_store.server.config import READY_PREFIX
 from bridge_store.stores import OpenStores, Routes, open_stores
 from bridge_store.substores import BackendOptions
 from testkit.services import S3Server, s3_store_url

@@ -24,7 +24,7 @@ import pytest
 
 from bridge_store.cli import build_parser
 from bridge_store.cli.shared.store_options import STORE_FLAG_ENV, routes_from
-from bridge_store.config import READY_PREFIX
+from bridge_store.server.config import READY_PREFIX
 from bridge_store.stores import Routes
 from bridge_store.urls import redact
 
@@ -86,8 +86,8 @@ def test_help_names_every_command_and_option() -> None:
 #: What only the commands that use it may load: building the parser (``--help``, a
 #: mistyped flag, and every command before it runs) must not.
 COMMAND_ONLY_MODULES = (
-    "bridge_store.app",
-    "bridge_store.cli.shared.serving",
+    "bridge_store.server.app",
+    "bridge_store.server.serving",
     "bridge_store.connect",
     "bridge_store.viewer.reader",
     "bridge_store.viewer.terminal",

@@ -41,11 +41,11 @@ from bridge_store.client import (
     start_sidecar,
 )
 from bridge_store.client._process import StderrPump
-from bridge_store.config import READY_PREFIX
 from bridge_store.errors import ConfigurationError
 from bridge_store.security.auth import Scope
 from bridge_store.security.tokens import TOKEN_ENV, load_or_generate, read_auth_token
 from bridge_store.security.tokens_file import add_token
+from bridge_store.server.config import READY_PREFIX
 from testkit.cursor_api import MODEL_ID, REFUSAL_MESSAGE, RUN_PATH, CursorApiStub
 from tests.support.fake_bridge import (
     WAIT_SECONDS,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bridge_store import __version__
-from bridge_store.cli.shared.serving import GRACEFUL_SHUTDOWN_SECONDS
+from bridge_store.server.serving import GRACEFUL_SHUTDOWN_SECONDS
 from testkit.cursor_api import CursorApiStub
 from testkit.services import free_port
 from tests.support.container_history import assert_history_served, life_cycle

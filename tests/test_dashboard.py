@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge_store.app import METRICS_PATH, create_app
-from bridge_store.config import ServerConfig
 from bridge_store.lifecycle.retain import RetentionSettings
+from bridge_store.server.app import METRICS_PATH, create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 from tests.support.history import history_calls

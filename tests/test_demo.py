@@ -26,9 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.app import create_app
 from bridge_store.client._process import START_TIMEOUT_SECONDS, StderrPump
-from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.conformance.harness import agent as agent_document
 from bridge_store.demo.fill import fill
 from bridge_store.demo.history import DAY_MS, sample_history
@@ -37,6 +35,8 @@ from bridge_store.lifecycle.sink import StoreSink
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.security.encryption import KEY_FILE_ENV, is_sealed_metadata
 from bridge_store.security.tokens_file import load_entries
+from bridge_store.server.app import create_app
+from bridge_store.server.config import READY_PREFIX, ServerConfig
 from bridge_store.stored_documents import validate_stored_event
 from bridge_store.stores import Routes, StoreStack
 from bridge_store.viewer.transcript import build

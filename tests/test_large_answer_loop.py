@@ -31,11 +31,12 @@ from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
 )
-from bridge_store.app import create_app
-from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES, ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from bridge_store.wire._codecs import CODECS
+from bridge_store.wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from bridge_store.wire.large_answers import (
     LARGE_ANSWER_BYTES,
     PIECE_BYTES,

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
+from bridge_store.wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 
 from .support.server import CALL_STORE_PATH, ServerProcess, serve
 from .support.stores import serve_arguments

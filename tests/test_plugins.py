@@ -140,7 +140,7 @@ def test_loading_every_backend_plugin_imports_no_storage_library() -> None:
     # them, so `serve --store memory://` or `--help` never pays for (or requires) them.
     code = (
         "import sys; from bridge_store.plugins import get_plugin_manager, known_schemes; "
-        "import bridge_store.cli, bridge_store.app; known_schemes(get_plugin_manager()); "
+        "import bridge_store.cli, bridge_store.server.app; known_schemes(get_plugin_manager()); "
         "print(sorted(set(sys.modules) & {'sqlalchemy', 'alembic', 'aiosqlite', 'asyncpg', "
         "'redis', 'obstore', 'botocore', 'cursor_sdk'}))"
     )

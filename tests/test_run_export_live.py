@@ -15,17 +15,17 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from bridge_store.app import create_app
 from bridge_store.cli import parse_args
 from bridge_store.cli.config import render
 from bridge_store.cli.shared.serve_options import export_from
-from bridge_store.config import ServerConfig
 from bridge_store.errors import ConfigurationError
 from bridge_store.run_traces import EXPORT_RUNS_ENV
 from bridge_store.run_traces.ids import trace_id
 from bridge_store.run_traces.mapping import SpanMaker
 from bridge_store.run_traces.reading import RunRecord
 from bridge_store.run_traces.settings import ExportSettings, export_backend, traces_endpoint
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 from testkit.otlp import OtlpReceiver

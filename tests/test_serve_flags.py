@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.config import READY_PREFIX
+from bridge_store.server.config import READY_PREFIX
 
 from .support.server import CALL_STORE_PATH, serve
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.config import READY_PREFIX
 from bridge_store.security.tokens import TOKEN_ENV, new_token
+from bridge_store.server.config import READY_PREFIX
 from tests.support.processes import cpu_seconds
 
 #: Fractions of a whole start's CPU time at which the SIGHUP is sent.

@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.app import create_app
 from bridge_store.cli import main
-from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from bridge_store.viewer.terminal import Output, json_line
 from testkit.inprocess import running

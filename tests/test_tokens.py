@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.config import READY_PREFIX
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
 from bridge_store.security.tokens import (
@@ -24,6 +23,7 @@ from bridge_store.security.tokens import (
     create_private,
     load_or_generate,
 )
+from bridge_store.server.config import READY_PREFIX
 
 STRONG = "a-token-long-enough-for-serve"
 SERVE_TIMEOUT_SECONDS = 30

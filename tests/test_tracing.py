@@ -17,11 +17,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
 from bridge_store.ops.tracing import SPAN_NAME, Tracing, tracing_from_environment
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 
@@ -217,9 +217,9 @@ def test_asked_for_without_the_extra_it_warns_and_stays_off(
 def test_without_tracing_nothing_imports_opentelemetry() -> None:
     program = (
         "import sys\n"
-        "from bridge_store.app import create_app\n"
+        "from bridge_store.server.app import create_app\n"
         "from bridge_store.cli import build_parser\n"
-        "from bridge_store.config import ServerConfig\n"
+        "from bridge_store.server.config import ServerConfig\n"
         "from bridge_store.stores import Routes\n"
         "from bridge_store.ops.tracing import tracing_from_environment\n"
         "build_parser()\n"

@@ -17,9 +17,9 @@ from typing import Any, Literal
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
 from bridge_store.pricing.book import PriceBook
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.app import create_app
 from bridge_store.cli import main
-from bridge_store.config import READY_PREFIX, ServerConfig
 from bridge_store.security.encryption import Keyring, key_id, parse_key
+from bridge_store.server.app import create_app
+from bridge_store.server.config import READY_PREFIX, ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 

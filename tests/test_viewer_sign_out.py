@@ -14,8 +14,8 @@ from contextlib import closing
 import httpx
 import pytest
 
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from bridge_store.viewer.session import SESSION_COOKIE, Sessions
 from bridge_store.viewer.session_keys import SessionKeys

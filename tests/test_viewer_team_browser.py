@@ -14,10 +14,10 @@ from typing import Literal
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
 from bridge_store.demo.team import PEOPLE
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 

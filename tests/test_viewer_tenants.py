@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.inprocess import running
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.app import create_app
 from bridge_store.cli import main
-from bridge_store.config import ServerConfig
 from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.contract import MAX_SAFE_INTEGER
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from bridge_store.viewer.times import (
     MAX_MS,

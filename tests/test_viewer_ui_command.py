@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from bridge_store.config import READY_PREFIX
 from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.server.config import READY_PREFIX
 
 from .support.history import LOGIN_AGENT, history_calls
 from .support.server import serve

@@ -15,8 +15,8 @@ from bench import mix
 from bench.load_checks import audit, preflight, seed
 from bench.mix_recording import recorded_calls
 from bench.reference_store import ReferenceStore
-from bridge_store.app import create_app
-from bridge_store.config import ServerConfig
+from bridge_store.server.app import create_app
+from bridge_store.server.config import ServerConfig
 from bridge_store.stores import Routes
 from testkit.callstore import CallStoreClient
 from testkit.inprocess import running

@@ -65,7 +65,7 @@ async def _db(args: argparse.Namespace) -> int:
 
         rules = [parse_rule(rule) for rule in args.workspace_rule]
         async with stack_from(args, sealed=False).opened(migrate=False) as stack:
-            counts = await record_workspaces(stack.own, rules=rules)
+            counts = await record_workspaces(stack.stores, rules=rules)
         # A store with no agent by a path (a new one, or one upgraded before) has
         # nothing to say here.
         if counts.recorded or counts.left:

@@ -72,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
     from ..demo.fill import Filled
     from ..demo.history import sample_history
     from ..demo.sign_in import write_tokens
+    from ..server.serving import listen
     from ..urls import redact
     from .shared.serve_options import add_arguments
     from .shared.serve_run import serve
-    from .shared.serving import listen
 
     if args.store.startswith("memory:"):
         # The sample is written before the server opens the store: memory:// would be a

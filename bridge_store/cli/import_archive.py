@@ -6,8 +6,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from ..config import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import Code, ConfigurationError, ConnectError
+from ..wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from .shared.store_options import add_store_arguments, add_tenants_argument
 from .shared.transfer import EXIT_DIFFERENT, end_of, opened, report, stopped
 from .shared.wording import say

@@ -43,8 +43,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from ..server.serving import UVICORN_SETTINGS, listen, run_announcing
     from ..viewer.standalone import create_ui_app  # Starlette and Jinja2 load only here
-    from .shared.serving import UVICORN_SETTINGS, listen, run_announcing
 
     tenant = tenant_from(args)
     # Bad URLs, missing extras and a bad key file fail before anything listens.

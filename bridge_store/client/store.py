@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ..config import READY_PREFIX
 from ..errors import EXIT_UNREACHABLE, ConfigurationError
 from ..reaching import server_url, unreachable
 from ..security.tokens import TOKEN_ENV, new_token
+from ..server.config import READY_PREFIX
 from ..urls import redact
 from ._process import START_TIMEOUT_SECONDS, ReadyProcess, start
 from .trust import tls_context

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge_store.config import DEFAULT_MAX_REQUEST_BYTES
 from bridge_store.contract import require_id, validate_agent, validate_run
 from bridge_store.errors import ConfigurationError, ConnectError, invalid_argument
 from bridge_store.security.auth import TOKEN_NAME_PATTERN, check_tenant
@@ -24,6 +23,7 @@ from bridge_store.security.encryption import is_sealed_metadata
 from bridge_store.security.sealed_stores import METADATA
 from bridge_store.stored_documents import check_json_value, validate_stored_event
 
+from ..wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from .items import AgentItem, BlobItem, EventsItem, Item, RunItem
 
 #: The largest blob taken by default: the largest request serve takes by default

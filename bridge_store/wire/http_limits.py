@@ -12,6 +12,10 @@ from dataclasses import dataclass
 #: File descriptors kept back from the connection cap for everything else the server
 #: opens: backend connection pools (Postgres 10, Redis 50, S3 32 by default), SQLite
 #: files, the listening socket, logs.
+#: Checkpoint blobs ride base64-encoded inside requests, so the default leaves room
+#: for blobs of about 95 MiB. The limit applies to the decompressed body as well.
+DEFAULT_MAX_REQUEST_BYTES = 128 * 1024 * 1024
+
 RESERVED_FILE_DESCRIPTORS = 256
 
 

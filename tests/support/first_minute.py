@@ -52,7 +52,7 @@ import cursor_sdk
 import httpx
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from bridge_store.config import READY_PREFIX
+from bridge_store.server.config import READY_PREFIX
 from testkit.cursor_api import MODEL_ID, CursorApiStub
 
 CHROMIUM = "/usr/bin/chromium"

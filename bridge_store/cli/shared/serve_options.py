@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from ...config import DEFAULT_MAX_REQUEST_BYTES
 from ...lifecycle.durations import age_text, describe_age, parse_age
 from ...lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
 from ...run_traces import EXPORT_RUNS_ENV, require_otel
@@ -15,11 +14,10 @@ from ...security.tokens import TOKEN_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
 from ...substores import DEFAULT_BACKEND_TIMEOUT
 from ...wire._compression import DEFAULT_COMPRESS_MIN_BYTES
-from ...wire.http_limits import HttpLimits
+from ...wire.http_limits import DEFAULT_MAX_REQUEST_BYTES, HttpLimits
 from .price_options import add_prices_argument
 from .settings import add_config_argument
 from .store_options import KEY_FILE_USES, add_key_file_argument, add_store_arguments
-from .tls import add_tls_arguments
 
 DEFAULT_PORT = 8787
 
@@ -201,3 +199,24 @@ def export_from(args: argparse.Namespace, environ: Mapping[str, str]) -> ExportS
         return None
     require_otel("--export-runs")
     return ExportSettings.to(url)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    tls = parser.add_argument_group(
+        "TLS", "Serve HTTPS instead of HTTP; the ready line's URL then starts with https://."
+    )
+    tls.add_argument(
+        "--ssl-certfile",
+        metavar="PATH",
+        help="PEM certificate chain to serve (the server's certificate first)",
+    )
+    tls.add_argument(
+        "--ssl-keyfile",
+        metavar="PATH",
+        help="PEM private key of that certificate, unencrypted (default: read from --ssl-certfile)",
+    )
+    tls.add_argument(
+        "--ssl-ca-certs",
+        metavar="PATH",
+        help="PEM CA certificates: require every client to present a certificate they signed",
+    )

@@ -1,40 +1,27 @@
-"""Serving the CallStore server from serve's options under uvicorn, announced by a ready
-line: what ``serve`` does, and ``demo`` once its store is filled."""
+"""``serve``'s options turned into the server's configuration, then served
+(:func:`bridge_store.server.run.serve`): what ``serve`` does, and ``demo`` once its
+store is filled. Only flags, the environment and ``--config`` are read here; the rules
+of serving are the server's."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import math
 import os
-import signal
-import socket
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ... import __version__
-from ...config import ServerConfig
 from ...errors import ConfigurationError
+from ...plugins import get_plugin_manager
 from ...security.auth import TokenRegistry
 from ...security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, load_or_generate
 from ...security.tokens_file import TOKENS_FILE_ENV, open_registry
-from ...stores import ResolvedStores, Routes, StoreStack
-from ...substores import BackendOptions
-from ...viewer import UI_PATH
+from ...server.config import ServerConfig, ServingConfig, backend_options
+from ...stores import resolve
 from ...viewer.welcome import BridgeHint
-from ...wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .price_options import prices_from
 from .program import this_program
 from .serve_options import export_from, retention_from
 from .store_options import keyring_from, routes_from
-from .tls import uvicorn_tls
-
-if TYPE_CHECKING:
-    from ...ops.tracing import Tracing
-    from ...pricing.book import PriceBook
-    from ...viewer.session_keys import SessionKeys
 
 
 def serve(
@@ -48,8 +35,9 @@ def serve(
 
     from ...ops.logs import logging_config
     from ...ops.tracing import tracing_from_environment
-    from .serving import listen
-    from .workers import check_workers
+    from ...server import run
+    from ...server.serving import listen
+    from ...server.workers import check_workers
 
     # First: whatever start-up logs goes out in the chosen format.
     logging.config.dictConfig(logging_config(args.log_format, args.log_level))
@@ -59,170 +47,63 @@ def serve(
         # their constructors.
         tracing.instrument()
 
+    # Everything that can be wrong with the flags is found before a token is written
+    # or a port opened: the stores (resolved once, here), the price table, the export
+    # URL, the TLS files, the workers.
     routes = routes_from(args)
-    prices = prices_from(args)  # a bad price table stops the start, in one line
-    export_from(args, environ)  # so does a bad --export-runs URL
-    if not (math.isfinite(args.backend_timeout) and args.backend_timeout > 0):
-        raise ConfigurationError(
-            f"--backend-timeout must be a positive number of seconds, not {args.backend_timeout}"
-        )
-    options = BackendOptions(timeout=args.backend_timeout)
-    # Bad URLs and missing extras are found before a token is written or a port opened.
-    resolved = StoreStack.of(routes, options).resolved
-    tls = uvicorn_tls(args)
-    if args.max_connections < 1:
-        raise ConfigurationError("--max-connections must be positive")
-    check_workers(args.workers, routes)
-    limits = HttpLimits(
-        max_connections=connection_cap(args.max_connections, raise_open_file_limit())
+    prices = prices_from(args)
+    export_runs = export_from(args, environ)
+    options = backend_options(args.backend_timeout)
+    # Several workers each resolve their own (their own pools): this is then the check.
+    resolved = resolve(get_plugin_manager(), routes, options)
+    serving = ServingConfig(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        max_connections=args.max_connections,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_ca_certs=args.ssl_ca_certs,
+        log_level=args.log_level,
     )
+    check_workers(serving.workers, routes)
     # The port first: a server that cannot listen (another one holds the port) must
     # not have written anything, least of all a token its clients would then lack.
-    listener = listen(args.host, args.port)
-    # What the server creates is its owner's alone: the token file, and a SQLite file
-    # (with its -wal and -shm), which holds every agent's blobEncryptionKey. Restored
-    # on the way out, for a caller that runs serve in its own process.
-    serving = _Serving(
-        args, environ, listener, routes, options, limits, tls, tracing, prices, sign_in_file
-    )
+    listener = listen(serving.host, serving.port)
+    # The token file it generates is its owner's alone.
     umask = os.umask(0o077)
     try:
-        if args.workers > 1:
-            return _serve_workers(serving)
-        return _serve_on(serving, resolved)
-    finally:
-        os.umask(umask)
-        listener.close()  # uvicorn has closed it after serving; not if the start failed
-        if tracing is not None:
-            tracing.shutdown()  # sends the spans still buffered
-
-
-@dataclass(frozen=True, slots=True)
-class _Serving:
-    """What every server process of one start shares, settled before any of them runs."""
-
-    args: argparse.Namespace
-    environ: Mapping[str, str]
-    listener: socket.socket
-    routes: Routes
-    options: BackendOptions
-    limits: HttpLimits
-    tls: dict[str, Any]
-    tracing: Tracing | None
-    prices: PriceBook
-    sign_in_file: Path | None
-
-    def ready(self, generated_token_file: Path | None) -> dict[str, str]:
-        """The ready line's fields: where to connect, and the token file made, if one
-        was (else the file named to sign in with, if one was)."""
-        host, port = self.listener.getsockname()[:2]
-        shown_host = f"[{host}]" if ":" in host else host
-        scheme = "https" if self.tls else "http"
-        ready = {"url": f"{scheme}://{shown_host}:{port}/", "version": __version__}
-        if self.args.ui:
-            # The viewer is the first thing a person wants to open; the URL says where.
-            ready["viewerUrl"] = f"{ready['url']}{UI_PATH.strip('/')}/"
-        token_file = generated_token_file or self.sign_in_file
-        if token_file is not None:
-            ready["authTokenFile"] = str(token_file)
-        return ready
-
-
-def _serve_workers(serving: _Serving) -> int:
-    """``--workers N``: the token first (every worker reads the one generated now) and
-    the viewer's session keys (every worker accepts every session), then N processes,
-    each resolving its own backends (cli/shared/workers.py)."""
-    from ...viewer.session_keys import SessionKeys
-    from .workers import serve_workers
-
-    _, generated_token_file = _token_registry(serving.args, serving.environ)
-    session_keys = SessionKeys.new(across_forks=True) if serving.args.ui else None
-
-    def worker(announce: Callable[[], None]) -> int:
-        # In the worker's own process: its own engines and clients, opened on its loop.
-        resolved = StoreStack.of(serving.routes, serving.options).resolved
-        try:
-            return _serve_on(serving, resolved, announce, session_keys)
-        finally:
-            if serving.tracing is not None:
-                serving.tracing.shutdown()  # the worker's own buffered spans
-
-    return serve_workers(serving.args.workers, worker, serving.ready(generated_token_file))
-
-
-def _serve_on(
-    serving: _Serving,
-    resolved: ResolvedStores,
-    announce: Callable[[], None] | None = None,
-    session_keys: SessionKeys | None = None,
-) -> int:
-    import uvicorn
-
-    from ...app import create_app
-    from ...wire.hsts import StrictTransportSecurity
-    from ...wire.http_guard import guarded_protocol
-    from .serving import UVICORN_SETTINGS, run_announcing
-
-    args = serving.args
-    registry, generated_token_file = _token_registry(args, serving.environ)
-    config = ServerConfig(
-        routes=serving.routes,
-        tokens=registry,
-        keyring=keyring_from(args),
-        max_request_bytes=args.max_request_bytes,
-        migrate=args.migrate,
-        compress_min_bytes=args.gzip_min_bytes,
-        metrics=args.metrics,
-        metrics_public=args.metrics_public,
-        access_log=args.access_log,
-        ui=args.ui,
-        prices=serving.prices,
-        backend_timeout=serving.options.timeout,
-        retain=retention_from(args),
-        export_runs=export_from(args, serving.environ),
-        bridge_hint=_bridge_hint(args, serving.environ),
-        session_keys=session_keys,
-    )
-    app = create_app(config, resolved=resolved, tracing=serving.tracing)
-    ready = serving.ready(generated_token_file)
-    server_config = uvicorn.Config(
-        StrictTransportSecurity(app) if serving.tls else app,
-        # Logging is configured above; uvicorn only sets its loggers' levels.
-        log_config=None,
-        log_level=args.log_level,
-        access_log=args.access_log,
-        **{**UVICORN_SETTINGS, "http": guarded_protocol(serving.limits)},
-        **serving.tls,
-    )
-    listener, prices = serving.listener, serving.prices
-    # The files read again on SIGHUP: the tokens file, the price table.
-    reloads = [one for one in (registry, prices) if one.path is not None]
-    if not reloads:
-        return run_announcing(server_config, ready, listener, app.open_stores, announce)
-
-    def reload_files() -> None:
-        for one in reloads:
-            one.request_reload()
-
-    async def follow_files_then_open_stores() -> None:
-        # From here SIGHUP is a callback of the loop that asks each file's reload task
-        # for a reload; it never reads a file itself (see TokenRegistry, PriceBook).
-        loop = asyncio.get_running_loop()
-        registry.follow_on(loop, None)
-        prices.follow_on(loop)
-        loop.add_signal_handler(signal.SIGHUP, reload_files)
-        await app.open_stores()
-
-    # Until the loop runs, a SIGHUP is remembered and served once it does.
-    signal.signal(signal.SIGHUP, lambda signum, frame: reload_files())
-    try:
-        return run_announcing(
-            server_config, ready, listener, follow_files_then_open_stores, announce
+        registry, generated_token_file = _token_registry(args, environ)
+        config = ServerConfig(
+            routes=routes,
+            tokens=registry,
+            keyring=keyring_from(args),
+            max_request_bytes=args.max_request_bytes,
+            migrate=args.migrate,
+            compress_min_bytes=args.gzip_min_bytes,
+            metrics=args.metrics,
+            metrics_public=args.metrics_public,
+            access_log=args.access_log,
+            ui=args.ui,
+            prices=prices,
+            backend_timeout=options.timeout,
+            retain=retention_from(args),
+            export_runs=export_runs,
+            bridge_hint=_bridge_hint(args, environ),
+        )
+        return run.serve(
+            config,
+            serving,
+            listener=listener,
+            resolved=resolved if serving.workers == 1 else None,
+            tracing=tracing,
+            sign_in_file=generated_token_file or sign_in_file,
         )
     finally:
-        # The closed loop put back the default action, which would kill a stopped
-        # server that one more SIGHUP reaches while it exits.
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        os.umask(umask)
+        listener.close()
+        if tracing is not None:
+            tracing.shutdown()  # sends the spans still buffered
 
 
 def _token_registry(

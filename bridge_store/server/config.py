@@ -1,27 +1,35 @@
-"""Server configuration: what the CLI (or an embedding application) decides."""
+"""A server's configuration: what the CLI (or an embedding application) decides.
+
+:class:`ServerConfig` is the server itself (its stores, tokens, keys and features);
+:class:`ServingConfig` how it is served (address, processes, connections, TLS). Each
+setting is checked once, here, when the configuration is made; the CLI only turns
+flags, the environment and ``--config`` into these. The types of the features it
+configures (retention, the live export, the viewer's hint) are their own, from the
+layers below.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
-from .errors import ConfigurationError
-from .lifecycle.retain import RetentionSettings
-from .pricing.book import PriceBook
-from .run_traces.settings import ExportSettings
-from .security.auth import TokenRegistry
-from .security.encryption import Keyring
-from .stores import Routes
-from .substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
-from .viewer.session_keys import SessionKeys
-from .viewer.welcome import BridgeHint
-from .wire._compression import DEFAULT_COMPRESS_MIN_BYTES
+from ..errors import ConfigurationError
+from ..lifecycle.retain import RetentionSettings
+from ..pricing.book import PriceBook
+from ..run_traces.settings import ExportSettings
+from ..security.auth import TokenRegistry
+from ..security.encryption import Keyring
+from ..stores import Routes
+from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from ..viewer.session_keys import SessionKeys
+from ..viewer.welcome import BridgeHint
+from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
+from ..wire.http_limits import DEFAULT_MAX_REQUEST_BYTES, HttpLimits
+from .tls import uvicorn_tls
 
 #: ``serve`` prints this, then a JSON object, on stderr once it is listening.
 READY_PREFIX = "bridge-store ready "
-
-#: Checkpoint blobs ride base64-encoded inside requests, so the default leaves room
-#: for blobs of about 95 MiB. The limit applies to the decompressed body as well.
-DEFAULT_MAX_REQUEST_BYTES = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +87,7 @@ class ServerConfig:
                 f"the largest request body (--max-request-bytes) must be positive, "
                 f"not {self.max_request_bytes}"
             )
-        if not (self.backend_timeout > 0 and self.backend_timeout != float("inf")):
-            raise ConfigurationError(
-                f"the backend timeout (--backend-timeout) must be a positive number of "
-                f"seconds, not {self.backend_timeout}"
-            )
+        backend_options(self.backend_timeout)
         if self.compress_min_bytes < 0:
             raise ConfigurationError(
                 f"the smallest response to gzip (--gzip-min-bytes) must not be negative, "
@@ -98,4 +102,45 @@ class ServerConfig:
         return TokenRegistry.single(self.auth_token)
 
     def backend_options(self) -> BackendOptions:
-        return BackendOptions(timeout=self.backend_timeout)
+        return backend_options(self.backend_timeout)
+
+
+def backend_options(timeout: float) -> BackendOptions:
+    """What every backend is asked (:class:`~bridge_store.substores.BackendOptions`);
+    a timeout that is not a positive number of seconds is one line naming the flag."""
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigurationError(
+            f"--backend-timeout must be a positive number of seconds, not {timeout}"
+        )
+    return BackendOptions(timeout=timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class ServingConfig:
+    """How a server is served (:func:`bridge_store.server.run.serve`), as ``serve`` does.
+
+    ``host``/``port``: where it listens (port 0 picks a free one). ``workers``: how many
+    processes answer on that port (:mod:`.workers`). ``max_connections``: most client
+    connections open at once, lowered to fit the open-file limit. ``ssl_certfile``
+    (with ``ssl_keyfile``, ``ssl_ca_certs`` to require client certificates): serve
+    HTTPS, with HSTS; the files are read and checked here. ``log_level``: uvicorn's.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    workers: int = 1
+    max_connections: int = HttpLimits().max_connections
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_ca_certs: str | None = None
+    log_level: str = "info"
+    #: uvicorn's TLS settings, made from the files when the configuration is.
+    tls: dict[str, Any] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigurationError(f"--workers must be 1 or more, not {self.workers}")
+        if self.max_connections < 1:
+            raise ConfigurationError("--max-connections must be positive")
+        tls = uvicorn_tls(self.ssl_certfile, self.ssl_keyfile, self.ssl_ca_certs)
+        object.__setattr__(self, "tls", tls)

@@ -1,43 +1,23 @@
-"""serve's TLS flags: certificate files checked at start-up, then handed to uvicorn."""
+"""TLS: the certificate files a server serves HTTPS with, checked at start-up, then
+handed to uvicorn. Errors name serve's flags (``--ssl-certfile`` ...), which set them."""
 
 from __future__ import annotations
 
-import argparse
 import ssl
 from typing import Any
 
-from ...errors import ConfigurationError
+from ..errors import ConfigurationError
 
 
-def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
-    tls = parser.add_argument_group(
-        "TLS", "Serve HTTPS instead of HTTP; the ready line's URL then starts with https://."
-    )
-    tls.add_argument(
-        "--ssl-certfile",
-        metavar="PATH",
-        help="PEM certificate chain to serve (the server's certificate first)",
-    )
-    tls.add_argument(
-        "--ssl-keyfile",
-        metavar="PATH",
-        help="PEM private key of that certificate, unencrypted (default: read from --ssl-certfile)",
-    )
-    tls.add_argument(
-        "--ssl-ca-certs",
-        metavar="PATH",
-        help="PEM CA certificates: require every client to present a certificate they signed",
-    )
-
-
-def uvicorn_tls(args: argparse.Namespace) -> dict[str, Any]:
-    """uvicorn's TLS settings for serve's flags; none without ``--ssl-certfile``.
+def uvicorn_tls(
+    certfile: str | None, keyfile: str | None = None, ca_certs: str | None = None
+) -> dict[str, Any]:
+    """uvicorn's TLS settings for these files; none without ``certfile``.
 
     The files are loaded here first, so a wrong path, a key that does not belong to
     the certificate or a file that is not PEM is one ConfigurationError naming the
     flag, before anything listens, rather than a traceback from inside uvicorn.
     """
-    certfile, keyfile, ca_certs = args.ssl_certfile, args.ssl_keyfile, args.ssl_ca_certs
     if certfile is None:
         for flag, value in (("--ssl-keyfile", keyfile), ("--ssl-ca-certs", ca_certs)):
             if value is not None:

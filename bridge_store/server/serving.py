@@ -19,10 +19,10 @@ from typing import Any
 
 import uvicorn
 
-from ...config import READY_PREFIX
-from ...errors import ConfigurationError
-from ...wire.http_guard import guarded_protocol
-from ...wire.http_limits import HttpLimits
+from ..errors import ConfigurationError
+from ..wire.http_guard import guarded_protocol
+from ..wire.http_limits import HttpLimits
+from .config import READY_PREFIX
 
 #: How long in-flight requests may take to finish after SIGTERM/SIGINT.
 GRACEFUL_SHUTDOWN_SECONDS = 30

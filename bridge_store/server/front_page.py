@@ -13,7 +13,7 @@ from html import escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from . import __version__
+from .. import __version__
 
 #: The page has no script, style or image of its own; nothing else may load either.
 HEADERS = {

@@ -21,36 +21,36 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
+from ..dispatch import HANDLERS, call_store
+from ..errors import ConnectError, unavailable
+from ..features import Leases, PoolFigures
+from ..lifecycle.retain import Retention, RetentionCounts, lease_backend
+from ..ops.availability import BACKEND_FAILURES, BackendAvailability
+from ..ops.metrics import BackendView, Metrics, MetricsEndpoint
+from ..ops.observe import CallObserver
+from ..ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
+from ..ops.spend import SpendFigures
+from ..plugins import get_plugin_manager
+from ..run_traces.counts import ExportCounts
+from ..run_traces.settings import export_backend
+from ..security.auth import Principal
+from ..security.sealed_stores import sealing
+from ..shares import RunShares, run_shares
+from ..stores import OpenStack, ResolvedStores, StoreStack, resolve
+from ..types import Answer
+from ..urls import redact
+from ..viewer import UI_PATH
+from ..viewer.welcome import BridgeHint, sole_holder
+from ..workspaces import segment as workspace_segment
+from ..workspaces import translate
+from ..workspaces.paths import Checkout
 from .config import ServerConfig
-from .connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
-from .dispatch import HANDLERS, call_store
-from .errors import ConnectError, unavailable
-from .features import Leases, PoolFigures
 from .front_page import front_page
-from .lifecycle.retain import Retention, RetentionCounts, lease_backend
-from .ops.availability import BACKEND_FAILURES, BackendAvailability
-from .ops.metrics import BackendView, Metrics, MetricsEndpoint
-from .ops.observe import CallObserver
-from .ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
-from .ops.spend import SpendFigures
-from .plugins import get_plugin_manager
-from .run_traces.counts import ExportCounts
-from .run_traces.settings import export_backend
-from .security.auth import Principal
-from .security.sealed_stores import sealing
-from .shares import RunShares, run_shares
-from .stores import OpenStack, ResolvedStores, StoreStack, resolve
-from .types import Answer
-from .urls import redact
-from .viewer import UI_PATH
-from .viewer.welcome import BridgeHint, sole_holder
-from .workspaces import segment as workspace_segment
-from .workspaces import translate
-from .workspaces.paths import Checkout
 
 if TYPE_CHECKING:
-    from .ops.tracing import Tracing
-    from .run_traces.live import LiveExport
+    from ..ops.tracing import Tracing
+    from ..run_traces.live import LiveExport
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
@@ -150,7 +150,7 @@ class BridgeStoreServer:
             # Checked now, as --retain's leases are: before any port opens.
             runs = config.routes.runs
             queue, leases = export_backend(resolved.backends[runs], redact(runs))
-            from .run_traces.live import LiveExport  # OpenTelemetry loads only with it
+            from ..run_traces.live import LiveExport  # OpenTelemetry loads only with it
 
             self.live_export = LiveExport(config.export_runs, queue, leases, self.export_counts)
             if self.metrics is not None:
@@ -304,7 +304,7 @@ class BridgeStoreServer:
             )
             routes.append(Route(METRICS_PATH, endpoint_of_metrics, methods=["GET"]))
         if config.ui:
-            from .viewer.app import create_viewer  # Jinja2 and the pages load only with it
+            from ..viewer.app import create_viewer  # Jinja2 and the pages load only with it
 
             shorthand = sole_holder(self.tokens)
             hint = config.bridge_hint or BridgeHint(token_env=shorthand, named_tokens=not shorthand)

@@ -41,9 +41,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, NamedTuple
 
-from ...config import READY_PREFIX
-from ...errors import EXIT_INTERRUPTED, ConfigurationError
-from ...stores import Routes
+from ..errors import EXIT_INTERRUPTED, ConfigurationError
+from ..stores import Routes
+from .config import READY_PREFIX
 from .serving import GRACEFUL_SHUTDOWN_SECONDS
 
 #: Longest a worker may take to start (open its backends, migrate) before the start
@@ -62,9 +62,8 @@ Worker = Callable[[Callable[[], None]], int]
 
 
 def check_workers(workers: int, routes: Routes) -> None:
-    """Refuse a worker count that cannot work, before anything is written or bound."""
-    if workers < 1:
-        raise ConfigurationError(f"--workers must be 1 or more, not {workers}")
+    """Refuse several workers over a store they cannot share, before anything is
+    written or bound (:class:`~.config.ServingConfig` checks the count itself)."""
     if workers == 1:
         return
     local = [url for url in routes.urls() if url.startswith(PROCESS_LOCAL_SCHEMES)]
