@@ -11,11 +11,11 @@ the tokens file and the price table again.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import signal
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,12 +66,13 @@ def serve(
     # What the server creates is its owner's alone: a SQLite file (with its -wal and
     # -shm) holds every agent's blobEncryptionKey. Restored on the way out, for a
     # caller that serves in its own process.
+    start = _Start(config, serving, limits, bound, ready, tracing)
     umask = os.umask(0o077)
     try:
         if serving.workers > 1:
-            return _serve_workers(config, serving, limits, bound, ready, manager, tracing)
+            return _serve_workers(start, manager)
         assert resolved is not None  # resolved above with one worker
-        return _serve_on(config, serving, limits, bound, ready, resolved, tracing)
+        return _serve_on(start, resolved)
     finally:
         os.umask(umask)
         bound.close()  # uvicorn has closed it after serving; not if the start failed
@@ -93,44 +94,43 @@ def _ready_line(
     return ready
 
 
-def _serve_workers(
-    config: ServerConfig,
-    serving: ServingConfig,
-    limits: HttpLimits,
-    listener: socket.socket,
-    ready: dict[str, str],
-    manager: pluggy.PluginManager,
-    tracing: Tracing | None,
-) -> int:
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """What every server process of one start shares, settled before any of them runs."""
+
+    config: ServerConfig
+    serving: ServingConfig
+    limits: HttpLimits
+    listener: socket.socket
+    ready: dict[str, str]
+    tracing: Tracing | None
+
+
+def _serve_workers(start: _Start, manager: pluggy.PluginManager) -> int:
     """``--workers N``: the viewer's session keys first (every worker accepts every
     session), then N processes, each resolving its own backends (:mod:`.workers`)."""
     from ..viewer.session_keys import SessionKeys
     from .workers import serve_workers
 
+    config = start.config
     if config.ui and config.session_keys is None:
-        config = dataclasses.replace(config, session_keys=SessionKeys.new(across_forks=True))
+        keys = SessionKeys.new(across_forks=True)
+        start = replace(start, config=replace(config, session_keys=keys))
 
     def worker(announce: Callable[[], None]) -> int:
         # In the worker's own process: its own engines and clients, opened on its loop.
         resolved = resolve(manager, config.routes, config.backend_options())
         try:
-            return _serve_on(config, serving, limits, listener, ready, resolved, tracing, announce)
+            return _serve_on(start, resolved, announce)
         finally:
-            if tracing is not None:
-                tracing.shutdown()  # the worker's own buffered spans
+            if start.tracing is not None:
+                start.tracing.shutdown()  # the worker's own buffered spans
 
-    return serve_workers(serving.workers, worker, ready)
+    return serve_workers(start.serving.workers, worker, start.ready)
 
 
 def _serve_on(
-    config: ServerConfig,
-    serving: ServingConfig,
-    limits: HttpLimits,
-    listener: socket.socket,
-    ready: dict[str, str],
-    resolved: ResolvedStores,
-    tracing: Tracing | None,
-    announce: Callable[[], None] | None = None,
+    start: _Start, resolved: ResolvedStores, announce: Callable[[], None] | None = None
 ) -> int:
     import uvicorn
 
@@ -139,14 +139,15 @@ def _serve_on(
     from .app import create_app
     from .serving import UVICORN_SETTINGS, run_announcing
 
-    app = create_app(config, resolved=resolved, tracing=tracing)
+    config, serving, listener, ready = start.config, start.serving, start.listener, start.ready
+    app = create_app(config, resolved=resolved, tracing=start.tracing)
     server_config = uvicorn.Config(
         StrictTransportSecurity(app) if serving.tls else app,
         # Logging is the caller's to configure; uvicorn only sets its loggers' levels.
         log_config=None,
         log_level=serving.log_level,
         access_log=config.access_log,
-        **{**UVICORN_SETTINGS, "http": guarded_protocol(limits)},
+        **{**UVICORN_SETTINGS, "http": guarded_protocol(start.limits)},
         **serving.tls,
     )
     registry, prices = app.server.tokens, config.prices
