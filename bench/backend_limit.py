@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import mix
-from bridge_store.dispatch import call_store
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import local_principal
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from testkit.services import REDIS_URL, postgres_database, redis_prefix
 
 RESULTS = Path(__file__).parent / "results"

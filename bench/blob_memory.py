@@ -42,7 +42,7 @@ import httpx
 
 from bench.scaling_targets import make_target
 from bridge_store.client import start_sidecar
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 
 BACKENDS = ("memory", "sqlite", "postgres", "redis", "s3")
 MIB = 1024 * 1024

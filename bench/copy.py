@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store.types import Document
 from testkit.services import postgres_database, run_async
 

@@ -44,7 +44,7 @@ import uvicorn
 from uvicorn.lifespan.on import LifespanOn
 from uvicorn.server import ServerState
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.serving import UVICORN_SETTINGS
 from testkit.services import postgres_database, redis_prefix
 

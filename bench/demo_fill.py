@@ -21,7 +21,7 @@ import time
 
 from bridge_store.demo.fill import write
 from bridge_store.demo.history import sample_history
-from bridge_store.stores import Routes, StoreStack
+from bridge_store.stack.stores import Routes, StoreStack
 
 #: The longest a write of the sample may take on SQLite (the demo's promise, with
 #: room for a busy machine), seconds.

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.config import READY_PREFIX
 
 CALL_BODY = json.dumps({"substore": "agents", "method": "get", "input": {"agentId": "a"}}).encode()

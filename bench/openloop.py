@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import httptools
 import uvloop
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 
 from .loadgen import PERCENTILES, TIMEOUT_SECONDS, LoadResult
 from .mix import Operation, Record, dynamic_values

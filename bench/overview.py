@@ -37,14 +37,14 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 from starlette.datastructures import QueryParams
 
-from bridge_store.dispatch import call_store
-from bridge_store.history import run_history
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.history import run_history
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.shares import run_shares
+from bridge_store.backend.statistics import DAY_MS, run_statistics
 from bridge_store.pricing.book import PriceBook
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import local_principal
-from bridge_store.shares import run_shares
-from bridge_store.statistics import DAY_MS, run_statistics
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer import pages
 from bridge_store.viewer.activity import Activity
 from bridge_store.viewer.reader import HistoryReader, in_process

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
-from bridge_store import connect
+from bridge_store.rpc import connect
 from bridge_store.security.auth import Principal, TokenRegistry
 from bridge_store.server import app as app_module
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.types import Answer
 
 #: Each part, and what its measurement leaves out.

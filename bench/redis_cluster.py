@@ -31,7 +31,7 @@ from pathlib import Path
 import redis
 
 from bench.redis_events import concurrent, event, summary, timed
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.backend import RedisBackend
 from testkit.services import free_port
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bridge_store.contract import now_ms
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import AgentPosition, RunPosition
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import AgentPosition, RunPosition
+from bridge_store.rpc.contract import now_ms
 from bridge_store_redis.backend import RedisBackend
 from testkit.services import REDIS_URL, redis_prefix
 

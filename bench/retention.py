@@ -23,10 +23,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.lifecycle.gc import collect_garbage
 from bridge_store.lifecycle.prune import PruneCriteria, prune
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.stack.stores import Routes, Stores, open_stores
 from testkit.services import postgres_database, redis_prefix
 
 DAY_MS = 86_400_000

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.servers import ROOT, start_child
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient, agent, run
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from testkit.services import s3_store_url
 
 

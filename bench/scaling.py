@@ -52,7 +52,7 @@ from bench.scaling_targets import (
     run_position,
     target_for,
 )
-from bridge_store.substores import AgentPosition, Backend
+from bridge_store.backend.substores import AgentPosition, Backend
 
 # -- timing ----------------------------------------------------------------------------
 

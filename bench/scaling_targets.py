@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.servers import start_child
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import Backend, RunPosition, stored_event
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.conformance.harness import agent, run
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.security.auth import DEFAULT_TENANT
-from bridge_store.substores import Backend, RunPosition, stored_event
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 from testkit import services

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge_store.client import start_serve
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.serving import UVICORN_SETTINGS
 from testkit.services import S3Server, postgres_database, redis_prefix, s3_store_url
 
@@ -172,8 +172,8 @@ def ceiling_app() -> Any:
     messages). No router, no auth, no dispatch, no store. A body the codec refuses
     gets the Connect error the real path would give.
     """
-    from bridge_store.connect import read_body
     from bridge_store.errors import ConnectError
+    from bridge_store.rpc.connect import read_body
     from bridge_store.wire._codecs import CODECS
     from bridge_store.wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
     from bridge_store.wire.replies import Reply, error_response

@@ -27,8 +27,8 @@ import tempfile
 import time
 import uuid
 
-from bridge_store.contract import new_event
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.rpc.contract import new_event
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.postgres import PostgresDatabase
 from testkit.round_trips import WriteCounter

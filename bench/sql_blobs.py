@@ -23,7 +23,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from testkit.services import postgres_database
 

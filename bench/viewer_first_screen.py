@@ -39,11 +39,11 @@ from typing import Any
 
 import httpx
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.client import start_serve
-from bridge_store.dispatch import call_store
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import local_principal
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store.types import Document
 
 AGENT_ID = "agent-bench"

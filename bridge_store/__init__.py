@@ -7,7 +7,7 @@ one source: ``bridge-store --version`` and serve's ready line report it.
 
 from importlib.metadata import version
 
-from .hookspecs import hookimpl
+from .backend.hookspecs import hookimpl
 
 __version__ = version("bridge-store")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 
 
 class CallStoreClient:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge_store.contract import new_event
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.ops.activity import (
     LABEL_CAPS,
     OTHER,
@@ -20,11 +20,11 @@ from bridge_store.ops.activity import (
     ActivityCollector,
     ActivityCounts,
 )
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.rpc.contract import new_event
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.server.app import METRICS_PATH, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from testkit.inprocess import running
 
 from .support.history import FINISHED_RUN, LOGIN_AGENT, history_calls, message, run

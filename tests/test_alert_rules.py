@@ -21,7 +21,7 @@ import yaml
 from bridge_store.pricing.book import PriceBook
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 
 from .test_activity_metrics import tokens

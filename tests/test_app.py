@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from bridge_store import hookimpl
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import HEALTH_PATH, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store_memory import MemoryBackend
 from testkit.inprocess import running
 

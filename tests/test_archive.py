@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.stores import Stores
+from bridge_store.stack.stores import Stores
 from tests.support.lifecycle import on_stores, seed, snapshot
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments
 from tests.test_copy import _created_by_auth_token, _creators, routes, sqlite_arguments

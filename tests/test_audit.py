@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient, agent, run
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.audit import MAX_IDS_SHOWN
 from bridge_store.security.auth import Scope
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 
 SECRET = "planted-secret-in-sdk-metadata"
 

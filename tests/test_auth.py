@@ -11,16 +11,8 @@ from typing import Any
 
 import pytest
 
-from bridge_store.security.auth import (
-    DEFAULT_TENANT,
-    Principal,
-    Scope,
-    TokenEntry,
-    TokenRegistry,
-    check_tenant,
-    is_valid_tenant,
-    token_digest,
-)
+from bridge_store.backend.tenants import DEFAULT_TENANT, check_tenant, is_valid_tenant
+from bridge_store.security.auth import Principal, Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.security.tokens_file import add_token, load_entries, revoke_token
 
 

@@ -10,13 +10,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.backend.hookspecs import hookimpl
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.errors import unavailable
-from bridge_store.hookspecs import hookimpl
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.types import Document
 from bridge_store_memory import MemoryBackend
 from bridge_store_memory.backend import MemoryAgents

@@ -27,16 +27,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.substores import BackendOptions
+from bridge_store.backend.tenants import DEFAULT_TENANT as TENANT
 from bridge_store.conformance.harness import agent
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConnectError
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.security.auth import DEFAULT_TENANT as TENANT
+from bridge_store.rpc.connect import CALL_STORE_PATH
+from bridge_store.rpc.contract import new_event
 from bridge_store.server.app import METRICS_PATH
 from bridge_store.server.config import READY_PREFIX
-from bridge_store.stores import OpenStores, Routes, open_stores
-from bridge_store.substores import BackendOptions
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from testkit.services import S3Server, s3_store_url
 from tests.support.proxy import FaultyProxy
 from tests.support.redis import MakeRedisUrl

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.cli import main
-from bridge_store.dispatch import call_store
 from bridge_store.errors import Code, ConnectError
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import local_principal
-from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.stack.stores import Routes, Stores, open_stores
 from bridge_store.types import Document
 
 GOOD_AGENTS = [f"agent-{n}" for n in range(6)]

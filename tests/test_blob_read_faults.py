@@ -19,7 +19,7 @@ import pytest
 from redis.exceptions import AskError, MovedError, TryAgainError
 
 from bridge_store.errors import Code, ConnectError
-from bridge_store.stores import Stores
+from bridge_store.stack.stores import Stores
 from bridge_store_redis import blob_reads as redis_reads
 from bridge_store_s3 import _bucket
 from bridge_store_s3 import blob_reads as s3_reads

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.security.auth import DEFAULT_TENANT
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.security.encryption import Keyring
 from bridge_store.security.sealed_stores import seal_stores
-from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.stack.stores import Routes, Stores, open_stores
 from bridge_store_redis import blob_reads as redis_reads
 from bridge_store_s3 import _bucket
 from bridge_store_s3 import blob_reads as s3_reads

@@ -25,7 +25,7 @@ import pytest
 from bridge_store.cli import build_parser
 from bridge_store.cli.shared.store_options import STORE_FLAG_ENV, routes_from
 from bridge_store.server.config import READY_PREFIX
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.urls import redact
 
 from .support.server import CALL_STORE_PATH, serve, start_server
@@ -88,7 +88,7 @@ def test_help_names_every_command_and_option() -> None:
 COMMAND_ONLY_MODULES = (
     "bridge_store.server.app",
     "bridge_store.server.serving",
-    "bridge_store.connect",
+    "bridge_store.rpc.connect",
     "bridge_store.viewer.reader",
     "bridge_store.viewer.terminal",
     "bridge_store.lifecycle.copy",

@@ -25,7 +25,7 @@ from bridge_store.cli.shared.settings import (
 )
 from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.client import start_serve
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.tokens import TOKEN_ENV
 
 

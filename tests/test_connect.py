@@ -28,11 +28,11 @@ from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
 )
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.types import Document
 from bridge_store.wire import _codecs, _compression
 from bridge_store.wire._codecs import MAX_DEPTH

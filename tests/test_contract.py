@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bridge_store import contract
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient, agent, list_all, longest_key, run
 from bridge_store.errors import Code, ConnectError
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.rpc import contract
+from bridge_store.stack.stores import Routes, open_stores
+from bridge_store.wire import fields
 from tests.support.hostile import HOSTILE_CURSORS
 
 
@@ -95,7 +96,7 @@ async def test_keys_one_byte_over_their_limit_are_invalid(client: StoreClient) -
     # One limit for every backend (docs/limits.md); the conformance suite stores keys
     # at the limit on each.
     key = longest_key(0) + "x"
-    cwd = longest_key(1, contract.MAX_CWD_BYTES) + "x"
+    cwd = longest_key(1, fields.MAX_CWD_BYTES) + "x"
     cases = [
         ("agents", "create", {"agent": agent(key)}, "input.agent.agentId"),
         ("agents", "get", {"agentId": key}, "input.agentId"),
@@ -115,14 +116,14 @@ async def test_keys_one_byte_over_their_limit_are_invalid(client: StoreClient) -
     ]
     for substore, method, data, field in cases:
         message = await client.expect(Code.INVALID_ARGUMENT, substore, method, data)
-        limit = contract.MAX_KEY_BYTES
+        limit = fields.MAX_KEY_BYTES
         assert message == f"{field} must be at most {limit} bytes of UTF-8, not {limit + 1}"
     for substore, method, data in (
         ("agents", "create", {"agent": agent("a", cwd=cwd)}),
         ("agents", "list", {"filter": {"cwd": cwd}}),
     ):
         message = await client.expect(Code.INVALID_ARGUMENT, substore, method, data)
-        assert f"cwd must be at most {contract.MAX_CWD_BYTES} bytes of UTF-8" in message
+        assert f"cwd must be at most {fields.MAX_CWD_BYTES} bytes of UTF-8" in message
     # payloadRef is a reference the stores never index: no limit.
     event = {"runId": "r", "eventType": "t", "payloadRef": "p" * 5000}
     assert (await client.call("runEvents", "append", event))["payloadRef"] == "p" * 5000

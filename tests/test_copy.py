@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge_store.backend.substores import RunEventStore
 from bridge_store.cli import main
 from bridge_store.conformance.harness import agent, run
 from bridge_store.errors import ConnectError, unavailable
@@ -27,8 +28,7 @@ from bridge_store.lifecycle.items import canonical
 from bridge_store.lifecycle.progress import Meter
 from bridge_store.lifecycle.tally import Outcome, Tally
 from bridge_store.security.encryption import new_key_line
-from bridge_store.stores import Routes, Stores
-from bridge_store.substores import RunEventStore
+from bridge_store.stack.stores import Routes, Stores
 from bridge_store.types import Document
 from tests.support.lifecycle import TENANTS, on_stores, open_memory, seed, snapshot
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from bridge_store.backend.substores import SUBSTORE_NAMES
 from bridge_store.lifecycle import walk
 from bridge_store.lifecycle.copy import copy_history
 from bridge_store.lifecycle.tally import Outcome
 from bridge_store.lifecycle.verify import census
-from bridge_store.stores import Stores
-from bridge_store.substores import SUBSTORE_NAMES
+from bridge_store.stack.stores import Stores
 from tests.support.lifecycle import TENANTS, open_memory, seed
 
 AGENTS = 30

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from starlette.datastructures import QueryParams
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.contract import MAX_SAFE_INTEGER
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.pricing.book import PriceBook
 from bridge_store.pricing.loader import toml_key
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer import pages, templating
+from bridge_store.wire.fields import MAX_SAFE_INTEGER
 
 from .test_costs import context_of, writer
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.conformance.harness import StoreClient, agent, run
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import downgrade, head_revision
 

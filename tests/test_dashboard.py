@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bridge_store.lifecycle.retain import RetentionSettings
 from bridge_store.server.app import METRICS_PATH, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 from tests.support.history import history_calls
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.shares import run_shares
+from bridge_store.backend.statistics import DAY_MS
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.shares import run_shares
-from bridge_store.statistics import DAY_MS
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer.costs.breakdown import Window, spans
 from bridge_store.viewer.costs.scan import scan
 

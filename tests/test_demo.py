@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bridge_store.backend.stored_documents import validate_stored_event
 from bridge_store.client._process import START_TIMEOUT_SECONDS, StderrPump
 from bridge_store.conformance.harness import agent as agent_document
 from bridge_store.demo.fill import fill
@@ -37,8 +38,7 @@ from bridge_store.security.encryption import KEY_FILE_ENV, is_sealed_metadata
 from bridge_store.security.tokens_file import load_entries
 from bridge_store.server.app import create_app
 from bridge_store.server.config import READY_PREFIX, ServerConfig
-from bridge_store.stored_documents import validate_stored_event
-from bridge_store.stores import Routes, StoreStack
+from bridge_store.stack.stores import Routes, StoreStack
 from bridge_store.viewer.transcript import build
 from testkit.inprocess import running
 

@@ -24,12 +24,12 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import yaml
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.cli import build_parser
 from bridge_store.cli.shared.store_options import DEFAULT_STORE_URL, STORE_FLAG_ENV, routes_from
 from bridge_store.ops.readiness import READY_PATH
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV
-from bridge_store.stores import resolve
+from bridge_store.stack.stores import resolve
 from tests.support.dockerfile import ROOT, Dockerfile
 from tests.support.probes import LOOPBACK_URL, ProbeTargets, probe_targets
 

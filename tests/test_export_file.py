@@ -17,7 +17,7 @@ import pytest
 from bridge_store.cli import main
 from bridge_store.lifecycle.export import export_history
 from bridge_store.security.encryption import new_key_line
-from bridge_store.stores import Stores
+from bridge_store.stack.stores import Stores
 from tests.support.lifecycle import on_stores, seed
 from tests.test_copy import routes, sqlite_arguments
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from bridge_store.backend.features import Leases, PoolFigures, ReadinessProbe
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import Backend
 from bridge_store.errors import ConfigurationError
-from bridge_store.features import Leases, PoolFigures, ReadinessProbe
 from bridge_store.lifecycle.retain import RetentionSettings
 from bridge_store.ops.readiness import ServedBackend, probe
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.server.app import BridgeStoreServer
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import ResolvedStores, Routes, resolve
-from bridge_store.substores import Backend
+from bridge_store.stack.stores import ResolvedStores, Routes, resolve
 
 
 class Plain:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.ops.readiness import READY_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import HEALTH_PATH, METRICS_PATH, BridgeStoreApp, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 from tests.support.server import serve
 

@@ -36,12 +36,12 @@ from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
 )
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.contract import MAX_SAFE_INTEGER
 from bridge_store.errors import Code
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
+from bridge_store.wire.fields import MAX_SAFE_INTEGER
 from tests.support.hostile import EDGE_TEXT, HOSTILE, json_values, numbers, texts
 from tests.support.redis import MakeRedisUrl
 from tests.support.s3 import MakeS3Url

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.stores import Stores
+from bridge_store.stack.stores import Stores
 from tests.support.retention import (
     EVENTS_PER_RUN,
     OLD_BLOB_BYTES,

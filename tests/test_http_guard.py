@@ -22,11 +22,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import READY_PREFIX, ServerConfig
 from bridge_store.server.serving import UVICORN_SETTINGS
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.wire.http_guard import guarded_protocol
 from bridge_store.wire.http_limits import RESERVED_FILE_DESCRIPTORS, HttpLimits, connection_cap
 from testkit.inprocess import running

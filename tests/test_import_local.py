@@ -21,16 +21,16 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.cli import main
 from bridge_store.client import bridge_path, launch_bridge
 from bridge_store.errors import EXIT_CONFIGURATION
 from bridge_store.lifecycle.builtin_jsonl import JsonlStore
 from bridge_store.lifecycle.builtin_sqlite import SqliteStore
 from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, RunItem
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.encryption import is_sealed_blob, is_sealed_metadata, load_keyring
 from bridge_store.security.sealed_stores import seal_stores
-from bridge_store.stores import Routes, resolve
+from bridge_store.stack.stores import Routes, resolve
 from testkit.cursor_api import CursorApiStub
 from tests.support.bridge_js import BridgeStoreClient, bridge_directory, unblob
 from tests.support.builtin_history import (

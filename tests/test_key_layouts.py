@@ -11,10 +11,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bridge_store.contract import is_storable_key
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.security.auth import TENANT_PATTERN
-from bridge_store.stores import Routes, open_stores
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.tenants import TENANT_PATTERN
+from bridge_store.stack.stores import Routes, open_stores
+from bridge_store.wire.fields import is_storable_key
 from bridge_store_redis.keys import KeySpace, tenant_of_part, terminated, utf8
 from bridge_store_s3.keys import Layout, tenant_of_segment, tenant_segment
 

@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 import yaml
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.cli import parse_args
 from bridge_store.cli.shared.settings import SETTING_ENV
 from bridge_store.cli.shared.store_options import DEFAULT_STORE_URL, STORE_ENV, routes_from
 from bridge_store.ops.readiness import READY_PATH
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.tokens import TOKEN_ENV
 from bridge_store.server.app import HEALTH_PATH
 from bridge_store.server.serving import GRACEFUL_SHUTDOWN_SECONDS
-from bridge_store.stores import resolve
+from bridge_store.stack.stores import resolve
 from bridge_store.urls import redact
 from tests.support.docker import BuiltImage, docker
 from tests.support.dockerfile import ROOT, Dockerfile

@@ -31,10 +31,10 @@ from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import (
     CallStoreRequest,
     CallStoreResponse,
 )
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.wire._codecs import CODECS
 from bridge_store.wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from bridge_store.wire.large_answers import (

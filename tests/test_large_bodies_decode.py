@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from bridge_store import contract
 from bridge_store._generated.sdk.v1.sdk_store_callback_service_pb2 import CallStoreRequest
 from bridge_store.errors import ConnectError
+from bridge_store.rpc import contract
 from bridge_store.wire import large_bodies
 from bridge_store.wire._codecs import CODECS, LARGE_BODY_BYTES
 

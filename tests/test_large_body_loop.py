@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.encryption import Keyring
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 
 pytestmark = pytest.mark.slow

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import agent, run
 from bridge_store.conformance.restore import stored
 from bridge_store.lifecycle import sink as sink_module
 from bridge_store.lifecycle.items import AgentItem, BlobItem, EventsItem, Item, RunItem
 from bridge_store.lifecycle.sink import StoreSink
 from bridge_store.lifecycle.tally import Outcome
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.stack.stores import Routes, Stores, open_stores
 
 TENANT = "default"
 

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.ops.logs import CallContext, JsonFormatter, TextFormatter, logging_config
 from bridge_store.ops.observe import CURRENT_CALL, CallObservation, request_id
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.config import READY_PREFIX
 from tests.support.server import ServerProcess, serve
 

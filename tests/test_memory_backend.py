@@ -5,12 +5,12 @@ from typing import cast
 
 import pytest
 
+from bridge_store.backend.substores import Backend, stored_event
 from bridge_store.conformance import (
     ExportQueueConformance,
     LeaseConformance,
     StoreConformance,
 )
-from bridge_store.substores import Backend, stored_event
 from bridge_store.wire import jsontext
 from bridge_store_memory import MemoryBackend
 from bridge_store_memory.state import RunEvents

@@ -14,15 +14,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.dispatch import HANDLERS
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import PoolStats
 from bridge_store.ops.metrics import DURATION_BUCKETS, Metrics
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.rpc.connect import CALL_STORE_PATH
+from bridge_store.rpc.dispatch import HANDLERS
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.server.app import METRICS_PATH, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
-from bridge_store.substores import PoolStats
+from bridge_store.stack.stores import Routes
 from bridge_store_sql.backend import SqlBackend
 from testkit.inprocess import running
 from tests.support.server import serve

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
 from bridge_store.errors import ConfigurationError
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import downgrade, head_revision, revisions
 from testkit.services import fetch

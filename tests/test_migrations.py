@@ -27,9 +27,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.conformance.harness import StoreClient
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.engine import MIGRATION_LOCK_KEY
 from bridge_store_sql.migrate import MIGRATIONS_PACKAGE, head_revision, upgrade

@@ -24,12 +24,19 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bridge_store.backend.history import summarize_run
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.statistics import (
+    DAY_MS,
+    Counts,
+    Duration,
+    ToolCount,
+    Totals,
+    run_statistics,
+)
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.history import summarize_run
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.statistics import DAY_MS, Counts, Duration, ToolCount, Totals, run_statistics
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer.overview import percentile, scan_counts, window
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store_sql import overview

@@ -11,12 +11,12 @@ import pluggy
 import pytest
 
 from bridge_store import hookimpl
+from bridge_store.backend.plugins import get_plugin_manager, known_schemes, open_backend
 from bridge_store.conformance import AgentConformance
 from bridge_store.conformance.harness import DEFAULT_PRINCIPAL as ADMIN
-from bridge_store.dispatch import call_store
 from bridge_store.errors import ConfigurationError
-from bridge_store.plugins import get_plugin_manager, known_schemes, open_backend
-from bridge_store.stores import Routes, open_stores
+from bridge_store.rpc.dispatch import call_store
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store.types import Document
 from bridge_store_memory import MemoryBackend
 
@@ -139,7 +139,7 @@ def test_loading_every_backend_plugin_imports_no_storage_library() -> None:
     # Plugins load for every command; their libraries must wait for a URL that needs
     # them, so `serve --store memory://` or `--help` never pays for (or requires) them.
     code = (
-        "import sys; from bridge_store.plugins import get_plugin_manager, known_schemes; "
+        "import sys; from bridge_store.backend.plugins import get_plugin_manager, known_schemes; "
         "import bridge_store.cli, bridge_store.server.app; known_schemes(get_plugin_manager()); "
         "print(sorted(set(sys.modules) & {'sqlalchemy', 'alembic', 'aiosqlite', 'asyncpg', "
         "'redis', 'obstore', 'botocore', 'cursor_sdk'}))"

@@ -16,9 +16,9 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 import sqlalchemy as sa
 
-from bridge_store.contract import new_event
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.errors import Code, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.rpc.contract import new_event
 from bridge_store_sql.backend import SqlBackend
 from testkit.services import run_async
 

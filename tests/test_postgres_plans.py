@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import AgentPosition, BlobRef, RunPosition
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import AgentPosition, BlobRef, RunPosition
 from bridge_store_sql import agents, checkpoints, events, runs
 from testkit.services import fetch, run_async
 

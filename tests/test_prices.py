@@ -303,7 +303,7 @@ def test_no_cost_is_ever_a_float() -> None:
 
 
 def test_a_budget_is_for_a_name_a_token_can_have_as_its_tenant() -> None:
+    from bridge_store.backend.tenants import TENANT_PATTERN
     from bridge_store.pricing.loader import TENANT_NAME
-    from bridge_store.security.auth import TENANT_PATTERN
 
     assert TENANT_NAME.pattern == TENANT_PATTERN.pattern

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.shares import run_shares
+from bridge_store.backend.statistics import DAY_MS
 from bridge_store.cli import main
 from bridge_store.cli.prices import _scanned
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.pricing.loader import load_prices
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.shares import run_shares
-from bridge_store.statistics import DAY_MS
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 
 HOSTILE = 'evil"\n[budgets]\nx = 1 <script>\u202e'
 DAY = 20_600

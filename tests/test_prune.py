@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.cli import main, parse_args
 from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.errors import ConnectError
 from bridge_store.lifecycle.durations import describe_age, parse_age
 from bridge_store.lifecycle.prune import PruneCriteria, prune
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.stack.stores import Routes, Stores, open_stores
 from tests.support.retention import (
     DAY_MS,
     EVENTS_PER_RUN,

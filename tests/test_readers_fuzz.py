@@ -39,10 +39,10 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from bridge_store.cli import main
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.viewer.queries import DEFAULT_EVENTS_PAGE
 from bridge_store.viewer.search_pages import HITS_PER_PAGE, MAX_PAGE_BYTES
 from testkit.inprocess import running

@@ -15,13 +15,13 @@ import httpx
 import pytest
 
 from bridge_store import hookimpl
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.errors import unavailable
 from bridge_store.ops.readiness import DETAIL_HINT, READY_PATH
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store_memory import MemoryBackend
 from testkit.inprocess import running
 from tests.support.postgres import TcpProxy

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import pytest
 
-from bridge_store import hookspecs
+from bridge_store.backend import hookspecs
 from bridge_store.cli import build_parser, main
 from bridge_store.security.auth import Scope, token_digest
 from bridge_store.security.tokens_file import load_entries

@@ -10,9 +10,9 @@ from typing import cast
 import pytest
 import redis
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
 from bridge_store.errors import BackendUnreachable, ConfigurationError
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.keys import KeySpace
 from bridge_store_redis.settings import parse_url
 from testkit.services import REDIS_URL, free_port

@@ -17,9 +17,9 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import MovedError
 
+from bridge_store.backend.substores import SUBSTORE_NAMES
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.tenants import TENANTS_USED
-from bridge_store.substores import SUBSTORE_NAMES
 from bridge_store_redis.keys import KeySpace, utf8
 from tests.support.redis import RedisServer, start_cluster
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.backend import RedisBackend
 from bridge_store_redis.settings import parse_url
 from tests.support.redis import store_client

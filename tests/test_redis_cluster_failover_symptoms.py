@@ -20,8 +20,8 @@ import redis.asyncio
 from redis.cluster import REPLICA
 from redis.exceptions import ResponseError
 
+from bridge_store.backend.substores import BackendOptions
 from bridge_store.errors import Code, ConnectError
-from bridge_store.substores import BackendOptions
 from bridge_store_redis.cluster import BoundedCluster, cluster_client
 from bridge_store_redis.errors import NotReplicated, redis_errors
 from bridge_store_redis.scripts import DELETE_EVENT_LOGS

@@ -19,8 +19,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.errors import NotReplicated, redis_errors
 from testkit.services import free_port
 from tests.support.redis import RedisServer

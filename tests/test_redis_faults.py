@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.conformance.harness import StoreClient, agent
 from bridge_store.errors import BackendUnreachable, Code, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
 from testkit.services import free_port
 from tests.support.redis import RedisServer, store_client
 

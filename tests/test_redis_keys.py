@@ -8,7 +8,7 @@ import random
 import pytest
 from redis.crc import key_slot
 
-from bridge_store.substores import SUBSTORE_NAMES
+from bridge_store.backend.substores import SUBSTORE_NAMES
 from bridge_store_redis.keys import (
     TOP,
     KeySpace,

@@ -11,8 +11,8 @@ import pytest
 import redis
 import redis.asyncio
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.errors import Code, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_redis.backend import RedisBackend
 from bridge_store_redis.pool import QuickBlockingPool
 

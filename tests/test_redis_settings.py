@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from bridge_store.errors import ConfigurationError
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from bridge_store_redis.settings import DEFAULT_PREFIX, parse_url
 
 
@@ -131,7 +131,7 @@ def test_without_redis_py_the_error_names_the_extra() -> None:
         import sys
         sys.modules["redis"] = None
         from bridge_store.errors import ConfigurationError
-        from bridge_store.plugins import get_plugin_manager, open_backend
+        from bridge_store.backend.plugins import get_plugin_manager, open_backend
         try:
             open_backend(get_plugin_manager(), "redis://localhost:6379/0")
         except ConfigurationError as error:
@@ -146,7 +146,10 @@ def test_without_redis_py_the_error_names_the_extra() -> None:
 
 
 def test_the_core_and_the_plugin_module_do_not_import_redis_py() -> None:
-    script = "import sys, bridge_store.plugins, bridge_store_redis; print('redis' in sys.modules)"
+    script = (
+        "import sys, bridge_store.backend.plugins, bridge_store_redis; "
+        "print('redis' in sys.modules)"
+    )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )

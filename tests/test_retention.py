@@ -13,20 +13,20 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bridge_store.backend.features import Leases
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.substores import Backend
 from bridge_store.cli import parse_args
 from bridge_store.cli.config import render
 from bridge_store.cli.shared.store_options import routes_from
 from bridge_store.errors import ConfigurationError
-from bridge_store.features import Leases
 from bridge_store.lifecycle.retain import (
     LEASE_NAME,
     Retention,
     RetentionSettings,
     lease_backend,
 )
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import OpenStores, Routes, resolve
-from bridge_store.substores import Backend
+from bridge_store.stack.stores import OpenStores, Routes, resolve
 from tests.support.retention import OTHER_TENANT, agent_ids, seed
 from tests.support.server import ServerProcess, serve
 from tests.support.stores import DURABLE_STORE_KINDS, serve_arguments

@@ -10,10 +10,10 @@ from pathlib import Path
 import cursor_sdk.errors
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.cli import main
 from bridge_store.client import launch
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.retention import DAY_MS
 

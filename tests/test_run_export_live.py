@@ -26,7 +26,7 @@ from bridge_store.run_traces.reading import RunRecord
 from bridge_store.run_traces.settings import ExportSettings, export_backend, traces_endpoint
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 from testkit.otlp import OtlpReceiver
 from tests.support import history as h

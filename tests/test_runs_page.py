@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bridge_store.backend.history import UNKNOWN, RunFilters, Sort, run_history, summarize_run
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.shares import run_shares
 from bridge_store.conformance.harness import StoreClient, agent, run
 from bridge_store.errors import Code, ConnectError
-from bridge_store.history import UNKNOWN, RunFilters, Sort, run_history, summarize_run
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store.pricing.loader import parse_prices
 from bridge_store.pricing.table import PriceTable
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.shares import run_shares
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer import runs_list
 from bridge_store.viewer.activity import Activity
 from bridge_store.viewer.reader import HistoryReader, in_process

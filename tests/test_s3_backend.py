@@ -16,8 +16,8 @@ import pytest
 
 import bridge_store_s3._index as index_module
 from bridge_store.conformance.harness import agent, run
-from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
+from bridge_store.rpc.contract import new_event
 from bridge_store.types import Document
 from bridge_store_s3._bucket import Bucket
 from bridge_store_s3.backend import S3Backend

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient, agent, list_all, run
 from bridge_store.errors import Code, ConfigurationError, ConnectError
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store_s3 import _index, checkpoints, events
 from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.keys import Layout

@@ -6,12 +6,12 @@ import secrets
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.substores import BackendOptions
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.conformance.harness import agent
 from bridge_store.errors import ConfigurationError
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.security.auth import DEFAULT_TENANT
-from bridge_store.stores import Routes, open_stores
-from bridge_store.substores import BackendOptions
+from bridge_store.stack.stores import Routes, open_stores
 from testkit.services import S3_BUCKET, S3_REGION, S3Server
 
 pytestmark = pytest.mark.s3

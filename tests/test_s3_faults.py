@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.errors import Code, ConfigurationError, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_s3.backend import S3Backend
 from bridge_store_s3.settings import parse_url
 from testkit.services import S3Server

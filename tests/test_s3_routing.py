@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.harness import StoreClient, agent, run
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store_s3.settings import parse_url
 from testkit.services import S3Server
 from tests.support.postgres import emptied

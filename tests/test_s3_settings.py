@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store.errors import ConfigurationError
-from bridge_store.plugins import get_plugin_manager, open_backend
 from bridge_store_s3.settings import S3Settings, parse_url
 
 
@@ -97,7 +97,7 @@ def test_without_obstore_the_error_names_the_extra() -> None:
         import sys
         sys.modules["obstore"] = None
         from bridge_store.errors import ConfigurationError
-        from bridge_store.plugins import get_plugin_manager, open_backend
+        from bridge_store.backend.plugins import get_plugin_manager, open_backend
         try:
             open_backend(get_plugin_manager(), "s3://bucket/prefix")
         except ConfigurationError as error:
@@ -113,7 +113,7 @@ def test_without_obstore_the_error_names_the_extra() -> None:
 
 def test_the_core_and_the_plugin_module_do_not_import_obstore_or_botocore() -> None:
     script = (
-        "import sys, bridge_store.plugins, bridge_store_s3; "
+        "import sys, bridge_store.backend.plugins, bridge_store_s3; "
         "print(any(m.split('.')[0] in ('obstore', 'botocore') for m in sys.modules))"
     )
     result = subprocess.run(

@@ -11,15 +11,15 @@ from pathlib import Path
 import pluggy
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.conformance import StoreConformance
 from bridge_store.conformance.harness import StoreClient, agent
 from bridge_store.errors import Code
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.security.encryption import Identity, Keyring, key_id
 from bridge_store.security.rotation import rotate
 from bridge_store.security.sealed_stores import seal_stores
-from bridge_store.stores import Routes, Stores, open_stores
+from bridge_store.stack.stores import Routes, Stores, open_stores
 
 KEY_OLD, KEY_NEW = os.urandom(32), os.urandom(32)
 SECRET = "planted-blob-encryption-key-5f3a9c"

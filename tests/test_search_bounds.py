@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.viewer.search_pages import HITS_PER_PAGE, MAX_PAGE_BYTES, NAME_CHARS
 from testkit.inprocess import running
 

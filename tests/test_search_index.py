@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bridge_store.dispatch import call_store
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import local_principal
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer import search as viewer_search
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.search import (

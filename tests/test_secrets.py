@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.config import READY_PREFIX
 from testkit.services import S3_BUCKET, S3Server, execute, free_port, s3_store_url
 from tests.support.proxy import FaultyProxy

@@ -20,13 +20,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bridge_store.backend.statistics import DAY_MS
 from bridge_store.conformance.harness import run
 from bridge_store.ops import spend
 from bridge_store.pricing.book import PriceBook
 from bridge_store.server.app import METRICS_PATH, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.statistics import DAY_MS
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 
 from .test_activity_metrics import ADMIN, ADMIN_A, tokens

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.blob_reads import LARGE_BLOB_BYTES, PIECE_BYTES
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite import pysqlite
 
-from bridge_store.substores import AgentPosition, RunPosition
+from bridge_store.backend.substores import AgentPosition, RunPosition
 from bridge_store_sql import agents, runs, tables
 from bridge_store_sql.sqlite import SqliteSession
 from bridge_store_sql.statements import Compiler

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import BackendOptions
 from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
 from bridge_store.conformance.harness import longest_key
-from bridge_store.contract import new_event
 from bridge_store.errors import BackendUnreachable, Code, ConfigurationError, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import BackendOptions
+from bridge_store.rpc.contract import new_event
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.postgres import PostgresDatabase
 from bridge_store_sql.settings import PostgresSettings, parse_postgres

@@ -18,11 +18,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.substores import AgentPosition, BlobRef, RunPosition
 from bridge_store.conformance import ExportQueueConformance, LeaseConformance, StoreConformance
-from bridge_store.contract import new_event
 from bridge_store.errors import Code, ConfigurationError, ConnectError
-from bridge_store.plugins import get_plugin_manager, open_backend
-from bridge_store.substores import AgentPosition, BlobRef, RunPosition
+from bridge_store.rpc.contract import new_event
 from bridge_store_sql import agents, checkpoints, events, runs
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.settings import SqliteSettings, parse_sqlite
@@ -260,8 +260,8 @@ async def test_two_backends_on_one_file_write_without_locking_errors(tmp_path: P
 APPENDER = textwrap.dedent(
     """
     import asyncio, sys
-    from bridge_store.contract import new_event
-    from bridge_store.plugins import get_plugin_manager, open_backend
+    from bridge_store.rpc.contract import new_event
+    from bridge_store.backend.plugins import get_plugin_manager, open_backend
 
     async def main(url, name, count):
         backend = open_backend(get_plugin_manager(), url)

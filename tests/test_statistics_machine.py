@@ -4,7 +4,7 @@ A Hypothesis state machine creates, updates (moves to another day or model) and
 deletes runs, the same run ids under several agents among them, appends events that
 end tool calls (and some that do not, some with idempotency keys replayed) and deletes
 events, in any order; after every step the counts of each backend that counts them
-itself (:class:`~bridge_store.statistics.RunStatistics`: the SQL backend, on SQLite
+itself (:class:`~bridge_store.backend.statistics.RunStatistics`: the SQL backend, on SQLite
 and Postgres) must equal the scan every other backend's overview uses, over a range
 on day bounds and one that is not. The memory and Redis backends answer the overview
 with that scan itself (checked below), so there is nothing of theirs to compare.
@@ -27,12 +27,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.statistics import DAY_MS, run_statistics
 from bridge_store.conformance.harness import StoreClient, run
 from bridge_store.errors import Code, ConnectError
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.statistics import DAY_MS, run_statistics
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.viewer.overview import scan_counts
 from bridge_store.viewer.reader import HistoryReader, in_process
 from tests.support.redis import MakeRedisUrl

@@ -15,7 +15,7 @@ from bridge_store.cli.shared.store_options import STORE_ENV
 from bridge_store.conformance.harness import agent
 from bridge_store.errors import EXIT_CONFIGURATION
 from bridge_store.security.encryption import KEY_FILE_ENV, new_key_line
-from bridge_store.stores import Routes, Stores
+from bridge_store.stack.stores import Routes, Stores
 from tests.support.lifecycle import on_stores
 
 #: A blobEncryptionKey no other byte of a store spells by chance.

@@ -1,4 +1,4 @@
-"""One tenant name rule (``security.auth.TENANT_PATTERN``), enforced wherever a name
+"""One tenant name rule (``backend.tenants.TENANT_PATTERN``), enforced wherever a name
 enters: every command's ``--tenant``, the tokens file and ``token add``, and what
 moves history (archives, a bridge's own store, another store; see
 tests/test_archive_hostile.py and tests/test_lifecycle_checks.py)."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bridge_store.backend.tenants import TENANT_PATTERN, check_tenant
 from bridge_store.cli import main
-from bridge_store.security.auth import TENANT_PATTERN, check_tenant
 from bridge_store.security.tokens_file import load_entries
 
 #: The names issue 21 saw written, and more of the same kind.

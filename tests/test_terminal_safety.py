@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.viewer.terminal import Output, json_line
 from testkit.inprocess import running
 

@@ -32,8 +32,8 @@ from bridge_store.client import (
     start_serve,
 )
 from bridge_store.client.trust import NODE_CA_ENV
-from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.tokens import TOKEN_ENV
 from testkit.cursor_api import MODEL_ID, CursorApiStub
 from tests.support.certificates import Authority, Issued

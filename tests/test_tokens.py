@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.tokens import (
     DEFAULT_TOKEN_FILE,
     MIN_TOKEN_LENGTH,

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy as sa
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store_sql.backend import SqlBackend
 from bridge_store_sql.migrate import downgrade
 from bridge_store_sql.statements import Session

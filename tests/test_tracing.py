@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import ConfigurationError
 from bridge_store.ops.tracing import SPAN_NAME, Tracing, tracing_from_environment
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 
 TOKEN = "tracing-test-token"
@@ -220,7 +220,7 @@ def test_without_tracing_nothing_imports_opentelemetry() -> None:
         "from bridge_store.server.app import create_app\n"
         "from bridge_store.cli import build_parser\n"
         "from bridge_store.server.config import ServerConfig\n"
-        "from bridge_store.stores import Routes\n"
+        "from bridge_store.stack.stores import Routes\n"
         "from bridge_store.ops.tracing import tracing_from_environment\n"
         "build_parser()\n"
         "assert tracing_from_environment({}) is None\n"

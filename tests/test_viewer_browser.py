@@ -25,10 +25,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.viewer.queries import DEFAULT_EVENTS_PAGE as PAGE_EVENTS
 from bridge_store.viewer.transcript import build
 from testkit.inprocess import running

@@ -16,7 +16,7 @@ from bridge_store.cli import main
 from bridge_store.security.encryption import Keyring, key_id, parse_key
 from bridge_store.server.app import create_app
 from bridge_store.server.config import READY_PREFIX, ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 
 from .support.history import ANSWER, FINISHED_RUN, LOGIN_AGENT, PROMPT, history_calls

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from bridge_store.dispatch import call_store
+from bridge_store.backend.features import Candidates
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.substores import AgentPosition
 from bridge_store.errors import Code, ConnectError
-from bridge_store.features import Candidates
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import local_principal
-from bridge_store.stores import Routes, Stores, open_stores
-from bridge_store.substores import AgentPosition
+from bridge_store.stack.stores import Routes, Stores, open_stores
 from bridge_store.viewer import queries
 from bridge_store.viewer.reader import HistoryReader, in_process
 from bridge_store.viewer.search import (

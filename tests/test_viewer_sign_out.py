@@ -16,7 +16,7 @@ import pytest
 
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.viewer.session import SESSION_COOKIE, Sessions
 from bridge_store.viewer.session_keys import SessionKeys
 from testkit.inprocess import running

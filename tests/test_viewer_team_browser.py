@@ -18,7 +18,7 @@ from bridge_store.demo.team import PEOPLE
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 
 from .support.history import DOCS_AGENT, FINISHED_RUN, LOGIN_AGENT, T0, history_calls, message, run

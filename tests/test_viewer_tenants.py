@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.inprocess import running
 
 from .support.history import (

@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from bridge_store.viewer.transcript import TranscriptBuilder
 from testkit.inprocess import running
 

@@ -15,11 +15,10 @@ import httpx
 import pytest
 
 from bridge_store.cli import main
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.contract import MAX_SAFE_INTEGER
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.viewer.times import (
     MAX_MS,
     MIN_MS,
@@ -28,6 +27,7 @@ from bridge_store.viewer.times import (
     shown_offset,
     shown_time,
 )
+from bridge_store.wire.fields import MAX_SAFE_INTEGER
 from testkit.inprocess import running
 
 from .support.history import T0, agent, message, run, text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.server.config import READY_PREFIX
 
 from .support.history import LOGIN_AGENT, history_calls

@@ -13,12 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bridge_store.connect import CALL_STORE_PATH
-from bridge_store.plugins import get_plugin_manager
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.auth import SHORTHAND_TOKEN_NAME, TokenRegistry
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes, StoreStack, open_stores
+from bridge_store.stack.stores import Routes, StoreStack, open_stores
 from bridge_store.viewer.session import CSRF_COOKIE, SESSION_COOKIE
 from bridge_store.viewer.standalone import create_ui_app
 from testkit.inprocess import running

@@ -21,12 +21,12 @@ import pytest
 from bridge_store.cli.shared.program import this_program
 from bridge_store.client import start_sidecar
 from bridge_store.client._process import START_TIMEOUT_SECONDS, StderrPump
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.auth import Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.security.tokens import TOKEN_ENV
 from bridge_store.server.app import create_app
 from bridge_store.server.config import READY_PREFIX, ServerConfig
-from bridge_store.stores import Routes, StoreStack
+from bridge_store.stack.stores import Routes, StoreStack
 from bridge_store.viewer.reader import HistoryReader
 from bridge_store.viewer.standalone import create_ui_app
 from bridge_store.viewer.welcome import BridgeHint, Welcome

@@ -14,13 +14,13 @@ import pytest
 from starlette.applications import Starlette
 
 from bridge_store.client.workspace import bridge_workspace, rules_from
-from bridge_store.connect import CALL_STORE_PATH
 from bridge_store.errors import Code, ConfigurationError, ConnectError
 from bridge_store.ops.logs import SkipCallStoreAccess
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.security.auth import Principal, Scope, TokenEntry, TokenRegistry, token_digest
 from bridge_store.server.app import BridgeStoreServer, create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from bridge_store.workspaces import segment, translate
 from bridge_store.workspaces.identity import checkout_of, normalized_remote, parse_rule
 from bridge_store.workspaces.paths import Checkout, at, inside, key, parse_key

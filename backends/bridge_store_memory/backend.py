@@ -13,8 +13,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Generic, TypeVar
 
-from bridge_store.features import QueuedRun
-from bridge_store.substores import (
+from bridge_store.backend.features import QueuedRun
+from bridge_store.backend.substores import (
     AgentPosition,
     BlobRef,
     RunPosition,

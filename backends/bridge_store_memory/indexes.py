@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
-from bridge_store.substores import BlobRef
+from bridge_store.backend.substores import BlobRef
 
 K = TypeVar("K", bound=tuple[object, ...] | BlobRef)
 G = TypeVar("G", bound=Hashable)

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import (
+from bridge_store.backend.substores import (
     AgentPosition,
     BlobRef,
     RunPosition,
@@ -28,6 +27,7 @@ from bridge_store.substores import (
     run_position,
     stored_event,
 )
+from bridge_store.errors import already_exists, not_found
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bridge_store import hookimpl
+from bridge_store.backend.substores import BackendOptions
 from bridge_store.errors import ConfigurationError
-from bridge_store.substores import BackendOptions
 
 from .settings import SCHEMES, parse_url
 

@@ -14,7 +14,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 from redis.asyncio import Redis, RedisCluster
 
-from bridge_store.security.auth import DEFAULT_TENANT
+from bridge_store.backend.tenants import DEFAULT_TENANT
 
 from .keys import TOP, KeySpace, TableKeys
 from .scripts import Scripts

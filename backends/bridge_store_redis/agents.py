@@ -19,8 +19,8 @@ from typing import Literal
 
 from redis.asyncio import Redis, RedisCluster
 
+from bridge_store.backend.substores import AgentPosition
 from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import AgentPosition
 from bridge_store.types import Document
 from bridge_store.wire.jsontext import dumps, loads_document
 

@@ -10,9 +10,9 @@ from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
 from redis.exceptions import RedisClusterException, RedisError
 
+from bridge_store.backend.features import QueuedRun
+from bridge_store.backend.substores import BackendOptions, PoolStats
 from bridge_store.errors import ConfigurationError
-from bridge_store.features import QueuedRun
-from bridge_store.substores import BackendOptions, PoolStats
 
 from .agents import RedisAgents
 from .checkpoints import RedisCheckpoints

@@ -35,8 +35,8 @@ from typing import cast
 
 from redis.asyncio import Redis, RedisCluster
 
+from bridge_store.backend.substores import BlobRef
 from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import BlobRef
 
 from ._rows import DELETE_BATCH, Range, Tenants, read_ranges, tenants_holding
 from .blob_reads import read_blob

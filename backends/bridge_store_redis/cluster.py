@@ -39,7 +39,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bridge_store.substores import BackendOptions
+from bridge_store.backend.substores import BackendOptions
 
 from .errors import NotReplicated
 from .scripts import ALL, READ_BLOB, READ_RANGES

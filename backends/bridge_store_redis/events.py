@@ -37,8 +37,14 @@ from typing import Any, cast
 
 from redis.asyncio import Redis, RedisCluster
 
+from bridge_store.backend.substores import (
+    appended_event,
+    check_restore,
+    duplicate_key,
+    gap,
+    stored_event,
+)
 from bridge_store.errors import invalid_argument
-from bridge_store.substores import appended_event, check_restore, duplicate_key, gap, stored_event
 from bridge_store.types import Document
 from bridge_store.wire.jsontext import dumps, loads_document
 

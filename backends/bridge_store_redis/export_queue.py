@@ -16,7 +16,7 @@ from typing import cast
 
 from redis.asyncio import Redis, RedisCluster
 
-from bridge_store.features import QueuedRun
+from bridge_store.backend.features import QueuedRun
 
 from .errors import redis_errors
 from .keys import KeySpace, split_terminated, terminated, utf8

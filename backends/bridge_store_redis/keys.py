@@ -12,7 +12,7 @@ can be mistaken for another prefix's, and each tenant's substore is still one sl
 
 Whatever tenant name a caller passes, it cannot reach another tenant's keys: a name
 enters keys as :func:`tenant_part` writes it, itself when it follows the tenant rule
-(:data:`~bridge_store.security.auth.TENANT_PATTERN`: lowercase letters, digits, ``-``
+(:data:`~bridge_store.backend.tenants.TENANT_PATTERN`: lowercase letters, digits, ``-``
 and ``_``, none of which means anything in a hash tag, a key or a SCAN pattern), and
 ``~`` and its UTF-8 in hex otherwise. A valid name never starts with ``~``, so the two
 forms cannot meet, and no name can hold a ``}`` that ends its tag early (issue 21:
@@ -55,8 +55,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bridge_store.security.auth import DEFAULT_TENANT, is_valid_tenant
-from bridge_store.substores import SUBSTORE_NAMES
+from bridge_store.backend.substores import SUBSTORE_NAMES
+from bridge_store.backend.tenants import DEFAULT_TENANT, is_valid_tenant
 
 INT_WIDTH = 16
 _INT_OFFSET = 2**63

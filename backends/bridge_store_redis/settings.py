@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from bridge_store.backend.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from bridge_store.errors import ConfigurationError
-from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 
 CLUSTER_SCHEME = "redis+cluster"
 SCHEMES = ("redis", "rediss", CLUSTER_SCHEME)

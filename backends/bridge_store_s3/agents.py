@@ -6,7 +6,7 @@ import asyncio
 import builtins
 from collections.abc import Sequence
 
-from bridge_store.substores import AgentPosition, agent_position
+from bridge_store.backend.substores import AgentPosition, agent_position
 from bridge_store.types import Document
 
 from ._bucket import Bucket, Listed

@@ -6,8 +6,8 @@ import contextlib
 import json
 from collections.abc import Sequence
 
+from bridge_store.backend.features import QueuedRun
 from bridge_store.errors import ConfigurationError
-from bridge_store.features import QueuedRun
 
 from ._bucket import Bucket
 from .errors import PreconditionFailed

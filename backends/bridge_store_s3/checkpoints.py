@@ -15,8 +15,8 @@ import heapq
 import time
 from collections.abc import Sequence
 
+from bridge_store.backend.substores import BlobRef
 from bridge_store.errors import already_exists, not_found, unavailable
-from bridge_store.substores import BlobRef
 
 from ._bucket import Bucket, Listed, backoff
 from ._index import (

@@ -28,8 +28,8 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 
+from bridge_store.backend.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.errors import unavailable
-from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
 from bridge_store.wire.jsontext import dumps, loads_document
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge_store.features import QueuedRun
+from bridge_store.backend.features import QueuedRun
 
 from ._bucket import Bucket
 from .keys import Layout, checked, hex_id, ordered_int, unhex_id

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 
+from bridge_store.backend.tenants import DEFAULT_TENANT, is_valid_tenant
 from bridge_store.errors import invalid_argument
-from bridge_store.security.auth import DEFAULT_TENANT, is_valid_tenant
 
 #: S3's limit on the UTF-8 length of a key.
 MAX_KEY_BYTES = 1024

@@ -11,7 +11,7 @@ import builtins
 import heapq
 from collections.abc import Sequence
 
-from bridge_store.substores import RunPosition, run_position
+from bridge_store.backend.substores import RunPosition, run_position
 from bridge_store.types import Document
 
 from ._bucket import Bucket, Listed

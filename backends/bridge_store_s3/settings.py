@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from bridge_store.backend.substores import DEFAULT_BACKEND_TIMEOUT
 from bridge_store.errors import ConfigurationError
-from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
 from bridge_store.urls import redact_nested
 
 _ADDRESSING_STYLES = ("auto", "path", "virtual")

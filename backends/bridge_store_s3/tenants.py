@@ -11,8 +11,8 @@ import builtins
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Generic, TypeVar
 
-from bridge_store.security.auth import DEFAULT_TENANT
-from bridge_store.substores import AgentPosition, BlobRef, RunPosition
+from bridge_store.backend.substores import AgentPosition, BlobRef, RunPosition
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.types import Document
 
 from ._bucket import Bucket

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from bridge_store import hookimpl
-from bridge_store.substores import BackendOptions
+from bridge_store.backend.substores import BackendOptions
 
 from .settings import POSTGRES_SCHEMES, SQLITE_SCHEMES, parse_postgres, parse_sqlite
 

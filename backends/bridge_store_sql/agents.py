@@ -9,8 +9,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bridge_store.backend.substores import AgentPosition
 from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import AgentPosition
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 

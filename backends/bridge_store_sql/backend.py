@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import sqlalchemy.exc as sa_exc
 
+from bridge_store.backend.features import QueuedRun
+from bridge_store.backend.substores import PoolStats
 from bridge_store.errors import ConfigurationError, ConnectError
-from bridge_store.features import QueuedRun
-from bridge_store.substores import PoolStats
 
 from . import errors
 from . import migrate as migrate_module

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from bridge_store.backend.substores import BlobRef
 from bridge_store.errors import already_exists, not_found
-from bridge_store.substores import BlobRef
 
 from . import keyset
 from .blob_reads import read_blob

@@ -17,10 +17,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bridge_store.contract import MAX_SAFE_INTEGER
-from bridge_store.history import COST_KEY_SCALE, MISSING
+from bridge_store.backend.history import COST_KEY_SCALE, MISSING
+from bridge_store.backend.statistics import DAY_MS
 from bridge_store.pricing.table import PriceTable
-from bridge_store.statistics import DAY_MS
+from bridge_store.wire.fields import MAX_SAFE_INTEGER
 
 from .tables import runs as t
 

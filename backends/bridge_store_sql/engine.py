@@ -31,7 +31,7 @@ from typing import Literal, TypeVar
 
 import sqlalchemy as sa
 
-from bridge_store.substores import PoolStats
+from bridge_store.backend.substores import PoolStats
 
 from .statements import Session
 

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.dialects import postgresql
 
-from bridge_store.statistics import tool_outcome
-from bridge_store.substores import appended_event, duplicate_key, restorable, stored_event
+from bridge_store.backend.statistics import tool_outcome
+from bridge_store.backend.substores import appended_event, duplicate_key, restorable, stored_event
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from bridge_store.features import QueuedRun
+from bridge_store.backend.features import QueuedRun
 
 from .engine import Database
 from .statements import Session

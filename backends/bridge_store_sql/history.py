@@ -1,10 +1,10 @@
 """The history's run list across agents, answered from the runs table's summary columns.
 
-Schema revision 0005 keeps each run's :func:`~bridge_store.history.summarize_run` in
+Schema revision 0005 keeps each run's :func:`~bridge_store.backend.history.summarize_run` in
 columns beside its document (``started_at``, ``status``, ``model_id``,
 ``duration_ms`` and the token counts), written with every create and update and
 filled for older rows by the migration, with the same function. The run list
-(:class:`~bridge_store.history.RunHistory`) is then one keyset query: newest first it
+(:class:`~bridge_store.backend.history.RunHistory`) is then one keyset query: newest first it
 walks ``ix_runs_started`` backwards, by duration or tokens revision 0014's
 ``ix_runs_duration`` or ``ix_runs_tokens``; by cost the database sorts the filtered
 runs (their cost depends on the price table of the moment: no index holds it).
@@ -17,11 +17,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bridge_store.backend.history import MISSING, UNKNOWN, RunFilters, RunKey, RunRow, Sort
+from bridge_store.backend.shares import ModelUse, Share, Span
+from bridge_store.backend.statistics import Counts
 from bridge_store.errors import invalid_argument
-from bridge_store.history import MISSING, UNKNOWN, RunFilters, RunKey, RunRow, Sort
 from bridge_store.pricing.table import PriceTable
-from bridge_store.shares import ModelUse, Share, Span
-from bridge_store.statistics import Counts
 from bridge_store.wire import jsontext
 
 from . import overview, shares

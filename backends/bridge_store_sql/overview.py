@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bridge_store.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals
+from bridge_store.backend.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals
 
 from . import shares
 from .statements import Session

@@ -31,8 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.util import await_only
 
+from bridge_store.backend.substores import BackendOptions, PoolStats
 from bridge_store.errors import ConfigurationError, unavailable
-from bridge_store.substores import BackendOptions, PoolStats
 from bridge_store.urls import redact
 
 from . import connections, errors

@@ -2,7 +2,7 @@
 
 :class:`SearchableRunEvents` is the run-events substore plus
 :meth:`~SearchableRunEvents.search_candidates`, which the viewer's ``IndexedSearch``
-calls (``bridge_store.features.SearchIndex``): for one tenant and a few prefixes
+calls (``bridge_store.backend.features.SearchIndex``): for one tenant and a few prefixes
 (lowercase ASCII letters and digits), the agents, in list order, whose name has a
 word starting with every prefix or that have a run in which every prefix starts a
 word of some user or assistant event; and those runs. The viewer then reads these
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from bridge_store.substores import AgentPosition
+from bridge_store.backend.substores import AgentPosition
 
 from .agents import SqlAgents
 from .engine import Database

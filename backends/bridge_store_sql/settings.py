@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from bridge_store.backend.substores import DEFAULT_BACKEND_TIMEOUT
 from bridge_store.errors import ConfigurationError
-from bridge_store.substores import DEFAULT_BACKEND_TIMEOUT
 from bridge_store.urls import redact
 
 SQLITE_SCHEMES = ("sqlite",)

@@ -17,8 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bridge_store.shares import ModelUse, Share, Span
-from bridge_store.statistics import Totals
+from bridge_store.backend.shares import ModelUse, Share, Span
+from bridge_store.backend.statistics import Totals
 
 from .statements import Session
 from .tables import SHARE_TOKEN_COLUMNS, run_agent_days, run_days

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy.pool import QueuePool
 
+from bridge_store.backend.substores import PoolStats
 from bridge_store.errors import ConfigurationError, unavailable
-from bridge_store.substores import PoolStats
 
 from . import connections, errors
 from .engine import Database, SchemaWork, Work

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge_store.history import summarize_run
+from bridge_store.backend.history import summarize_run
 from bridge_store.types import Document
 
 #: The summary columns of revision 0005, in the order :func:`summary_columns` fills them.

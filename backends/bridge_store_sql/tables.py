@@ -98,7 +98,7 @@ runs = sa.Table(
     sa.Column("turn_number", sa.BigInteger(), nullable=False),
     sa.Column("doc", sa.Text(), nullable=False),
     _created_by(),
-    # Revision 0005: the run's summary (bridge_store.history.summarize_run), written with
+    # Revision 0005: the run's summary (bridge_store.backend.history.summarize_run), written with
     # the document, for the history's run list across agents and its overview.
     sa.Column("started_at", sa.BigInteger(), nullable=False, server_default="0"),
     sa.Column("status", _id(), nullable=True),
@@ -178,7 +178,7 @@ run_tool_calls = sa.Table(
     metadata,
     _tenant(),
     # Revision 0006: per run and tool, the tool calls its events ended and how many of
-    # them failed (bridge_store.statistics.tool_outcome), counted as events are
+    # them failed (bridge_store.backend.statistics.tool_outcome), counted as events are
     # appended or restored and dropped with the run's events, for the overview.
     sa.Column("run_id", _id(), primary_key=True),
     sa.Column("tool", _id(), primary_key=True),

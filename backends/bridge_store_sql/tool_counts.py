@@ -1,7 +1,7 @@
 """Counting the tool calls events end, in the statements that store those events.
 
 Revision 0006's ``run_tool_calls`` holds, per run and tool, the calls its events ended
-and the failures among them (:func:`bridge_store.statistics.tool_outcome`). An append
+and the failures among them (:func:`bridge_store.backend.statistics.tool_outcome`). An append
 that ends a tool call counts it in the same transaction (SQLite: one more statement in
 the writer's transaction; Postgres: one more data-modifying CTE in the append's single
 statement, counted only when the event was stored, not for a repeated idempotency key),
@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bridge_store.statistics import tool_outcome
+from bridge_store.backend.statistics import tool_outcome
 from bridge_store.types import Document
 
 from .filters import one_of

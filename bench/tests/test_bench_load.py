@@ -19,7 +19,7 @@ from bench.loadgen import LoadResult
 from bench.machine import cpu_seconds, settle
 from bench.openloop import OpenLoopResult
 from bench.servers import CEILING_RESPONSE, ceiling_app
-from bridge_store.connect import CALL_STORE_PATH
+from bridge_store.rpc.connect import CALL_STORE_PATH
 from bridge_store.wire._codecs import MAX_DEPTH
 from testkit import services
 from testkit.inprocess import running

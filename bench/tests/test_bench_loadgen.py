@@ -16,7 +16,7 @@ from bench.load_checks import audit, preflight, seed
 from bench.loadgen import LoadResult, _lua_string, lua_script, parse_output, run_wrk
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.callstore import CallStoreClient
 from testkit.inprocess import running
 

@@ -17,7 +17,7 @@ from bench.mix_recording import recorded_calls
 from bench.reference_store import ReferenceStore
 from bridge_store.server.app import create_app
 from bridge_store.server.config import ServerConfig
-from bridge_store.stores import Routes
+from bridge_store.stack.stores import Routes
 from testkit.callstore import CallStoreClient
 from testkit.inprocess import running
 

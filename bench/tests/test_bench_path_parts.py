@@ -8,7 +8,7 @@ import pytest
 from bench import cpu_per_call, path_parts
 from bench.bytecodes import BytecodeCounter
 from bench.cpu_per_call import measure
-from bridge_store import connect
+from bridge_store.rpc import connect
 from bridge_store.server import app as app_module
 
 CALLS = 60

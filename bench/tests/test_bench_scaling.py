@@ -12,7 +12,7 @@ import pytest
 
 from bench.scaling import Result, measure
 from bench.scaling_targets import MemoryTarget, SqliteTarget, Target
-from bridge_store.substores import Backend
+from bridge_store.backend.substores import Backend
 
 #: Every page the bench times (its module docstring lists them).
 PAGES = {

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from ..backend.tenants import DEFAULT_TENANT
 from ..errors import Code, ConfigurationError, ConnectError
-from ..security.auth import DEFAULT_TENANT
 from ..wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from .shared.store_options import add_store_arguments, add_tenant_argument, tenant_from
 from .shared.transfer import end_of, opened, report, stopped

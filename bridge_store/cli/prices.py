@@ -21,8 +21,8 @@ from ..errors import ConfigurationError
 from .shared.store_options import add_store_arguments, stack_from
 
 if TYPE_CHECKING:
-    from ..shares import ModelUse
-    from ..stores import StoreStack
+    from ..backend.shares import ModelUse
+    from ..stack.stores import StoreStack
 
 DEFAULT_FILE = "prices.toml"
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _models(stack: StoreStack) -> list[ModelUse]:
-    from ..shares import run_shares
+    from ..backend.shares import run_shares
 
     async with stack.opened(migrate=False) as opened:
         own = opened.stores.beneath()
@@ -87,10 +87,10 @@ async def _models(stack: StoreStack) -> list[ModelUse]:
 
 async def _scanned(stores: object) -> list[ModelUse]:
     """Every tenant's runs read, a page at a time: the models, first and last days."""
-    from ..history import summarize_run
-    from ..shares import ModelUse
-    from ..statistics import DAY_MS
-    from ..stores import Stores
+    from ..backend.history import summarize_run
+    from ..backend.shares import ModelUse
+    from ..backend.statistics import DAY_MS
+    from ..stack.stores import Stores
 
     assert isinstance(stores, Stores)
     seen: dict[str, list[int]] = {}
@@ -109,7 +109,7 @@ async def _scanned(stores: object) -> list[ModelUse]:
                 found[0], found[1], found[2] = min(found[0], day), max(found[1], day), found[2] + 1
             if len(page) < 1000:
                 break
-            from ..substores import run_position
+            from ..backend.substores import run_position
 
             after = run_position(page[-1])
     return [ModelUse(model, *found) for model, found in sorted(seen.items())]

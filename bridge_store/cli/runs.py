@@ -11,8 +11,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from ..backend.history import SORTS
 from ..errors import ConfigurationError
-from ..history import SORTS
 from ..viewer import queries
 from .shared.price_options import add_prices_argument
 from .shared.read_options import add_read_arguments, run_paging, tenant_hint

@@ -10,8 +10,9 @@ import argparse
 import os
 from pathlib import Path
 
+from ..backend.tenants import is_valid_tenant
 from ..errors import ConfigurationError
-from ..security.auth import TOKEN_NAME_PATTERN, Scope, is_valid_tenant
+from ..security.auth import TOKEN_NAME_PATTERN, Scope
 from ..security.tokens_file import TOKENS_FILE_ENV, add_token, load_entries, revoke_token
 
 #: Hex digits of a digest ``token list`` shows: enough to tell entries apart, too few

@@ -10,7 +10,7 @@ import signal
 from .. import __version__
 from ..security.auth import SHORTHAND_TOKEN_NAME, Scope, TokenEntry, TokenRegistry, token_digest
 from ..security.tokens import TOKEN_ENV, load_or_generate
-from ..stores import StoreStack
+from ..stack.stores import StoreStack
 from ..viewer import UI_PATH
 from .shared.price_options import add_prices_argument, prices_from
 from .shared.read_options import add_direct_read_arguments

@@ -19,7 +19,7 @@ that is not installed as an entry point. Input validation is the contract layer'
 same for every backend, so it is tested once in bridge-store's own tests, not here.
 
 The suite talks to the backend through the contract layer exactly as the server does
-(``bridge_store.dispatch.call_store``), so what it checks is what a client sees.
+(``bridge_store.rpc.dispatch.call_store``), so what it checks is what a client sees.
 Third-party backends run it the same way: it ships inside the package.
 Requires pytest and pytest-asyncio (``asyncio_mode = "auto"``).
 """

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from bridge_store.contract import MAX_CURSOR_LENGTH, MAX_CWD_BYTES
+from bridge_store.backend.substores import SubstoreName
 from bridge_store.errors import Code
-from bridge_store.substores import SubstoreName
+from bridge_store.wire.fields import MAX_CURSOR_LENGTH, MAX_CWD_BYTES
 
 from .creators import AgentCreatorConformance
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, agent, list_all, longest_key

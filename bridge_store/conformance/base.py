@@ -2,7 +2,7 @@
 
 Each mixin tests one substore. The substores a test class does not test are served
 by the in-memory reference backend (``memory://``), so a backend that provides only
-some substores (which :class:`~bridge_store.substores.Backend` allows) runs only the
+some substores (which :class:`~bridge_store.backend.substores.Backend` allows) runs only the
 mixins for those.
 """
 
@@ -14,9 +14,9 @@ from typing import ClassVar
 import pluggy
 import pytest
 
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
-from bridge_store.substores import SubstoreName
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.substores import SubstoreName
+from bridge_store.stack.stores import Routes, open_stores
 
 from .harness import StoreClient
 

@@ -6,9 +6,9 @@ import base64
 import os
 from typing import ClassVar
 
-from bridge_store.contract import MAX_CURSOR_LENGTH
+from bridge_store.backend.substores import SubstoreName
 from bridge_store.errors import Code
-from bridge_store.substores import SubstoreName
+from bridge_store.wire.fields import MAX_CURSOR_LENGTH
 
 from .harness import StoreClient, list_all, longest_key
 from .tenants import CheckpointTenantConformance

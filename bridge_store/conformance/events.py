@@ -6,7 +6,7 @@ import asyncio
 import math
 from typing import ClassVar
 
-from bridge_store.substores import SubstoreName
+from bridge_store.backend.substores import SubstoreName
 
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_events, longest_key
 from .inventory import RunEventInventoryConformance

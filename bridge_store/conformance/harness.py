@@ -10,13 +10,14 @@ from typing import Any
 
 import pluggy
 
-from bridge_store.contract import MAX_KEY_BYTES
-from bridge_store.dispatch import call_store
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.errors import Code, ConnectError
-from bridge_store.security.auth import DEFAULT_TENANT, Principal, Scope
-from bridge_store.stores import Stores
+from bridge_store.rpc.dispatch import call_store
+from bridge_store.security.auth import Principal, Scope
+from bridge_store.stack.stores import Stores
 from bridge_store.types import Document
 from bridge_store.wire import large_answers
+from bridge_store.wire.fields import MAX_KEY_BYTES
 
 #: Text that trips encodings: accents, CJK, an emoji, NUL, a backslash, a quote, a newline.
 UNICODE_TEXT = 'héllo wörld ✓ 日本語 🚀 \u0000 \\ " \n'

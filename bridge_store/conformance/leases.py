@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 import pluggy
 import pytest
 
-from bridge_store.features import Leases
-from bridge_store.plugins import get_plugin_manager, open_backend
+from bridge_store.backend.features import Leases
+from bridge_store.backend.plugins import get_plugin_manager, open_backend
 
 #: Long enough that no test outlives it by accident; expiry tests pass their own.
 LONG = 60.0

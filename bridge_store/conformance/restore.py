@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.tenants import DEFAULT_TENANT
 from bridge_store.errors import Code, ConnectError
-from bridge_store.security.auth import DEFAULT_TENANT
 from bridge_store.types import Document
 
 from .base import ConformanceBase

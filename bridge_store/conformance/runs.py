@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from bridge_store.contract import MAX_CURSOR_LENGTH
+from bridge_store.backend.substores import SubstoreName
 from bridge_store.errors import Code
-from bridge_store.substores import SubstoreName
+from bridge_store.wire.fields import MAX_CURSOR_LENGTH
 
 from .creators import RunCreatorConformance
 from .harness import BIG_INT, UNICODE_TEXT, StoreClient, list_all, longest_key, run

@@ -15,7 +15,7 @@ import enum
 from ..errors import ConfigurationError
 from ..lifecycle.sink import StoreSink
 from ..lifecycle.tally import Tally
-from ..stores import Stores
+from ..stack.stores import Stores
 from .history import SampleAgent, SampleHistory
 
 

@@ -1,6 +1,6 @@
 """Moving and keeping history: copy, backup, import, and retention (prune, gc).
 
-Every command here works through the backend API (:mod:`bridge_store.substores`), so
+Every command here works through the backend API (:mod:`bridge_store.backend.substores`), so
 it works for every backend, third-party ones included.
 
 Moving history: a store's history is a stream of items (:mod:`.items`): agents, runs,

@@ -27,11 +27,11 @@ import math
 import re
 from typing import Any
 
-from bridge_store.contract import require_id
+from bridge_store.backend.substores import SubstoreName
+from bridge_store.backend.tenants import is_valid_tenant
 from bridge_store.errors import ConnectError
-from bridge_store.security.auth import is_valid_tenant
-from bridge_store.substores import SubstoreName
 from bridge_store.wire import jsontext
+from bridge_store.wire.fields import require_id
 
 FORMAT = "bridge-store-archive"
 VERSION = 1

@@ -29,8 +29,8 @@ from typing import IO, Any
 
 import orjson
 
-from bridge_store.contract import validate_agent, validate_run
 from bridge_store.errors import ConnectError
+from bridge_store.rpc.contract import validate_agent, validate_run
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 

@@ -6,7 +6,7 @@ that it was not damaged, not who wrote it), a bridge's own store, another store
 :class:`~.sink.StoreSink` writes one, and before an import's first pass accepts one,
 it goes through the contract: the tenant name rule
 (:func:`~bridge_store.security.auth.check_tenant`), ``validate_agent`` and
-``validate_run``, :func:`~bridge_store.stored_documents.validate_stored_event`, the
+``validate_run``, :func:`~bridge_store.backend.stored_documents.validate_stored_event`, the
 id rules for blob ids, the JSON codec's rules on values, and the server's request
 limit for blob sizes. An item that fails is refused with one line naming it: the
 command stops there, and what it wrote before is complete items a rerun skips.
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge_store.contract import require_id, validate_agent, validate_run
+from bridge_store.backend.stored_documents import check_json_value, validate_stored_event
+from bridge_store.backend.tenants import check_tenant
 from bridge_store.errors import ConfigurationError, ConnectError, invalid_argument
-from bridge_store.security.auth import TOKEN_NAME_PATTERN, check_tenant
+from bridge_store.rpc.contract import validate_agent, validate_run
+from bridge_store.security.auth import TOKEN_NAME_PATTERN
 from bridge_store.security.encryption import is_sealed_metadata
 from bridge_store.security.sealed_stores import METADATA
-from bridge_store.stored_documents import check_json_value, validate_stored_event
+from bridge_store.wire.fields import require_id
 
 from ..wire.http_limits import DEFAULT_MAX_REQUEST_BYTES
 from .items import AgentItem, BlobItem, EventsItem, Item, RunItem

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from bridge_store.stores import Stores
+from bridge_store.stack.stores import Stores
 from bridge_store.types import Document
 
 from .sink import StoreSink

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bridge_store.backend.substores import SUBSTORE_NAMES, SubstoreName
 from bridge_store.errors import ConfigurationError
-from bridge_store.stores import Stores
-from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.stack.stores import Stores
 from bridge_store.wire import jsontext
 
 from .archive import (

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..contract import MAX_LIMIT
+from ..backend.substores import BlobRef, RunPosition, run_position
 from ..security import audit
 from ..security.auth import Principal, Scope
-from ..stores import Stores
-from ..substores import BlobRef, RunPosition, run_position
+from ..stack.stores import Stores
 from ..types import Document
+from ..wire.fields import MAX_LIMIT
 from .prune import blob_size, count_events
 
 #: Run ids per existence check (a runs.list filtered by them).

@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
-from bridge_store.contract import MAX_LIMIT
-from bridge_store.stores import Stores
-from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.backend.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.stack.stores import Stores
 from bridge_store.types import Document
+from bridge_store.wire.fields import MAX_LIMIT
 
 from .archive import LINE_MEMBERS, ArchiveError, loads_strict, shown
 from .archive_read import BlobRecord, LineRecord, LinesMember, Record, read_archive

@@ -3,7 +3,7 @@
 Documents are exactly what the backend API returns (an opened store: sdkMetadata and
 blobs in the clear when the store is sealed). Agents and runs may carry who created
 them (the token name the store recorded beside the document, see
-:mod:`bridge_store.substores`), which a copy keeps. Events keep their ``seq``, ``offset``,
+:mod:`bridge_store.backend.substores`), which a copy keeps. Events keep their ``seq``, ``offset``,
 ``createdAt`` and ``idempotencyKey``. A blob carries a way to read its bytes, not the
 bytes, so a stream of them never holds more than the one being written.
 """
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from bridge_store.substores import SubstoreName
+from bridge_store.backend.substores import SubstoreName
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 

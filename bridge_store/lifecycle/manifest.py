@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from bridge_store.contract import MAX_SAFE_INTEGER, require_id
+from bridge_store.backend.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.backend.tenants import is_valid_tenant
 from bridge_store.errors import ConnectError
-from bridge_store.security.auth import is_valid_tenant
-from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.wire.fields import MAX_SAFE_INTEGER, require_id
 
 from .archive import FORMAT, LINE_MEMBERS, VERSION, ArchiveError, loads_strict, shown
 

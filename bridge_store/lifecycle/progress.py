@@ -26,7 +26,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from bridge_store.substores import SUBSTORE_NAMES
+from bridge_store.backend.substores import SUBSTORE_NAMES
 
 from .tally import Tally
 

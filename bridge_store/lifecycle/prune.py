@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..contract import MAX_LIMIT
+from ..backend.substores import AgentPosition, BlobRef, RunPosition, run_position
 from ..security import audit
 from ..security.auth import Principal, Scope
-from ..stores import Stores
-from ..substores import AgentPosition, BlobRef, RunPosition, run_position
+from ..stack.stores import Stores
 from ..types import Document
+from ..wire.fields import MAX_LIMIT
 
 #: Run statuses that are not final: the run may still write events and checkpoints.
 ACTIVE_RUN_STATUSES = frozenset({"queued", "running"})

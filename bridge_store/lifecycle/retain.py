@@ -26,10 +26,10 @@ import socket
 import time
 from dataclasses import dataclass
 
+from ..backend.features import Leases
+from ..backend.substores import Backend
 from ..errors import ConfigurationError, ConnectError
-from ..features import Leases
-from ..stores import Stores
-from ..substores import Backend
+from ..stack.stores import Stores
 from .durations import describe_age
 from .prune import PruneCriteria, prune
 

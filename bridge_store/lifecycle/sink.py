@@ -6,7 +6,7 @@ different, it is reported and left alone, or replaced when ``overwrite``. That i
 makes every command built on it resumable: rerun after an interruption, it skips what
 was written and finishes the rest, duplicating nothing.
 
-Events are restored with their seqs (:meth:`~bridge_store.substores.RunEventStore.restore`).
+Events are restored with their seqs (:meth:`~bridge_store.backend.substores.RunEventStore.restore`).
 A run whose log differs is left alone entirely (later pages too), or with
 ``overwrite`` rewritten: its log is deleted and restored from the events the store
 held before the first difference (which were compared equal, page by page) and the
@@ -30,9 +30,9 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO
 
+from bridge_store.backend.substores import SubstoreName
 from bridge_store.errors import Code, ConnectError
-from bridge_store.stores import Stores
-from bridge_store.substores import SubstoreName
+from bridge_store.stack.stores import Stores
 from bridge_store.types import Document
 from bridge_store.wire import jsontext
 

@@ -6,7 +6,7 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, field
 
-from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.backend.substores import SUBSTORE_NAMES, SubstoreName
 
 #: Differences kept for the report; the rest are only counted, so a copy onto a store
 #: that differs everywhere does not grow a list as long as the store.

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bridge_store.stores import Stores
-from bridge_store.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.backend.substores import SUBSTORE_NAMES, SubstoreName
+from bridge_store.stack.stores import Stores
 
 from .items import AgentItem, EventsItem, Item, RunItem, canonical
 from .walk import agent_items, agents_of, tenants_of

@@ -22,11 +22,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from bridge_store.contract import MAX_LIMIT
-from bridge_store.stores import Stores
-from bridge_store.substores import AgentPosition, BlobRef, RunPosition, agent_position
-from bridge_store.substores import run_position as position_of_run
+from bridge_store.backend.substores import AgentPosition, BlobRef, RunPosition, agent_position
+from bridge_store.backend.substores import run_position as position_of_run
+from bridge_store.stack.stores import Stores
 from bridge_store.types import Document
+from bridge_store.wire.fields import MAX_LIMIT
 
 from .items import AgentItem, BlobItem, BlobReader, EventsItem, Item, RunItem
 

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..stores import Stores
+from ..stack.stores import Stores
 from ..workspaces.identity import Rule, checkout_of
 from ..workspaces.paths import inside, is_key, key
 from ..workspaces.translate import WORKED_IN

@@ -7,7 +7,7 @@ and run-events substores (:meth:`ActivityCounts.metered`):
   ``expired`` counts once (a bounded memory of the last :data:`REMEMBERED_RUNS` such
   runs keeps a later update of an ended run from counting it again): by status,
   model and tenant, with its usage's tokens by kind and its duration;
-- an appended event that ends a tool call (:func:`~bridge_store.statistics.
+- an appended event that ends a tool call (:func:`~bridge_store.backend.statistics.
   tool_outcome`) counts once, by tool, status and tenant; an idempotent replay of a
   stored event does not count again.
 
@@ -38,10 +38,10 @@ from collections.abc import Iterable
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from ..history import TOKEN_KINDS, summarize_run
-from ..layers import StoreLayer
-from ..statistics import label
-from ..substores import RunEventStore, RunStore
+from ..backend.history import TOKEN_KINDS, summarize_run
+from ..backend.statistics import label
+from ..backend.substores import RunEventStore, RunStore
+from ..stack.layers import StoreLayer
 from ..types import Document
 from .activity_stores import MeteredRunEvents, MeteredRuns
 

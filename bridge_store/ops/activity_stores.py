@@ -2,7 +2,7 @@
 
 What is counted is counted after the call: a run's create and update (rare), and the
 append of an event that ends a tool call. Every other call passes through
-(:mod:`bridge_store.layers`), so the hot calls (appends of other events, lists, gets)
+(:mod:`bridge_store.stack.layers`), so the hot calls (appends of other events, lists, gets)
 cost one plain function call more, and no coroutine frame of their own.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..layers import RunEventsLayer, RunsLayer
-from ..statistics import tool_outcome
-from ..substores import RunEventStore, RunStore
+from ..backend.statistics import tool_outcome
+from ..backend.substores import RunEventStore, RunStore
+from ..stack.layers import RunEventsLayer, RunsLayer
 from ..types import Document
 
 

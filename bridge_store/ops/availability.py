@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ..errors import Code, ConnectError
-from ..stores import Routes
+from ..stack.stores import Routes
 from ..urls import redact
 
 logger = logging.getLogger(__name__)

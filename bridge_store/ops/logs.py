@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ..connect import CALL_STORE_PATH
+from ..rpc.connect import CALL_STORE_PATH
 from .observe import CURRENT_CALL
 
 LOG_FORMATS = ("text", "json")

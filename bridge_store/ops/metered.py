@@ -9,8 +9,8 @@ per-call metrics count anyway.
 
 from __future__ import annotations
 
-from ..layers import CheckpointsLayer, StoreLayer
-from ..substores import CheckpointStore
+from ..backend.substores import CheckpointStore
+from ..stack.layers import CheckpointsLayer, StoreLayer
 
 
 class StoreCounts(StoreLayer):

@@ -45,13 +45,13 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from ..connect import bearer_principal
-from ..layers import StoreLayer
+from ..backend.substores import PoolStats
 from ..lifecycle.retain import RetentionCounts
+from ..rpc.connect import bearer_principal
 from ..run_traces.counts import ExportCollector, ExportCounts
 from ..security.auth import Scope as TokenScope
 from ..security.auth import TokenRegistry
-from ..substores import PoolStats
+from ..stack.layers import StoreLayer
 from .activity import ActivityCollector, ActivityCounts
 from .metered import StoreCounts
 from .spend import SpendFigures

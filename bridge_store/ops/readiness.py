@@ -21,10 +21,10 @@ import logging
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from ..backend.features import ReadinessProbe
+from ..backend.substores import Backend
 from ..errors import ConnectError
-from ..features import ReadinessProbe
 from ..security.auth import Principal, Scope
-from ..substores import Backend
 from ..urls import redact
 
 READY_PATH = "/readyz"

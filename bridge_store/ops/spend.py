@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from ..backend.shares import RunShares
+from ..backend.statistics import DAY_MS
 from ..errors import ConnectError
 from ..pricing.book import PriceBook
 from ..pricing.money import COST_SCALE
-from ..shares import RunShares
-from ..statistics import DAY_MS
 from ..viewer.costs.budget import Month
 from ..viewer.costs.figures import Figures
 

@@ -45,8 +45,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from ..backend.statistics import DAY_MS, label
+from ..backend.tenants import TENANT_PATTERN
 from ..errors import ConfigurationError
-from ..statistics import DAY_MS, label
 from ..toml_files import read_toml
 from .money import COST_SCALE, PRICE_SCALE, scaled
 from .table import (
@@ -66,9 +67,8 @@ MAX_PRICE = 10**9
 MAX_BUDGET = 10**12
 DATE_KEYS = ("from", "until")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-#: A tenant's name, as ``security.auth.TENANT_PATTERN`` has it (the price table sits
-#: below the security layer; tests/test_prices.py checks the two are one pattern).
-TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+#: A tenant's name, as every backend keeps tenants apart.
+TENANT_NAME = TENANT_PATTERN
 
 
 def load_prices(path: str | Path) -> PriceTable:

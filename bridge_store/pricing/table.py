@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
 
-from ..statistics import DAY_MS, TOKEN_KINDS
+from ..backend.statistics import DAY_MS, TOKEN_KINDS
 
 #: Price keys of the file -> the token kind each prices (``history.TOKEN_KINDS``).
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
 PRICED = dict(zip(PRICE_KEYS, TOKEN_KINDS, strict=True))
 
 #: Prices per token kind, in :data:`~bridge_store.pricing.money.PRICE_SCALE` parts of
-#: a unit per million tokens, in :data:`~bridge_store.history.TOKEN_KINDS` order.
+#: a unit per million tokens, in :data:`~bridge_store.backend.history.TOKEN_KINDS` order.
 Prices = tuple[int, int, int, int]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..shares import ModelUse
+from ..backend.shares import ModelUse
 from .loader import toml_key
 from .table import day_of
 

@@ -34,10 +34,10 @@ import time
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from ..backend.features import ExportQueue, Leases, QueuedRun
 from ..errors import ConnectError
-from ..features import ExportQueue, Leases, QueuedRun
 from ..lifecycle.retain import lease_holder
-from ..stores import Stores
+from ..stack.stores import Stores
 from .counts import ExportCounts
 from .mapping import SpanMaker
 from .reading import read_run

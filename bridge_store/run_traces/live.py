@@ -28,10 +28,10 @@ import logging
 import time
 from collections import deque
 
+from ..backend.features import ExportQueue, Leases, QueuedRun
 from ..errors import Code, ConnectError
-from ..features import ExportQueue, Leases, QueuedRun
-from ..layers import StoreLayer
-from ..stores import Stores
+from ..stack.layers import StoreLayer
+from ..stack.stores import Stores
 from ..types import Document
 from .counts import ExportCounts
 from .drain import Drainer

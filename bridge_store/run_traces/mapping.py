@@ -40,7 +40,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from .. import __version__
-from ..history import count
+from ..backend.history import count
 from ..viewer.transcript import Other, Text, ToolCall
 from . import content
 from . import conventions as c

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import MAX_LIMIT
-from ..stores import Stores
+from ..stack.stores import Stores
 from ..types import Document
 from ..viewer.transcript import TranscriptBuilder
+from ..wire.fields import MAX_LIMIT
 
 #: Events read per run at most; a run past it is sent with what was read, marked.
 MAX_EVENTS = 50_000

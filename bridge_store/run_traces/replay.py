@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from ..backend.history import summarize_run
+from ..backend.substores import RunPosition, run_position
 from ..errors import BackendUnreachable
-from ..history import summarize_run
 from ..lifecycle.walk import PAGE, agents_of
-from ..stores import Stores
-from ..substores import RunPosition, run_position
+from ..stack.stores import Stores
 from ..types import Document
 from .mapping import SpanMaker
 from .reading import record_of

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from ..backend.features import ExportQueue, Leases
 from ..errors import ConfigurationError
-from ..features import ExportQueue, Leases
 from ..urls import redact
 
 #: The OTLP/HTTP path of traces, added to a URL that does not end with it.

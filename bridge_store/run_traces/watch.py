@@ -2,7 +2,7 @@
 
 A create or update that leaves a run ``finished``, ``error``, ``cancelled`` or
 ``expired`` tells ``ended(tenant, run)`` after the backend stored it; every other
-method passes through (:mod:`bridge_store.layers`). ``ended`` only
+method passes through (:mod:`bridge_store.stack.layers`). ``ended`` only
 puts the run in a memory queue, so the call that ended the run waits for nothing more.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..layers import RunsLayer, StoreLayer
-from ..substores import RunStore
+from ..backend.substores import RunStore
+from ..stack.layers import RunsLayer, StoreLayer
 from ..types import Document
 
 #: The statuses a run ends with.

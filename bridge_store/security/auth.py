@@ -22,15 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backend.tenants import DEFAULT_TENANT, check_tenant
 from ..errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
-#: The tenant of everything stored before tenants existed, and of the one-token shorthand.
-DEFAULT_TENANT = "default"
-#: Tenant names end up in SQL values, Redis hash tags and S3 key segments: lowercase
-#: letters, digits, ``-`` and ``_`` are safe in all three without quoting or escaping.
-TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 #: Token names appear in logs and metric labels; the same conservative alphabet plus
 #: ``.`` and ``@`` (``alice@laptop``, ``ci.nightly``).
 TOKEN_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -57,20 +53,6 @@ class Scope(enum.Enum):
 
 
 _RANK = {Scope.READ.value: 0, Scope.WRITE.value: 1, Scope.ADMIN.value: 2, Scope.OPERATOR.value: 3}
-
-
-def is_valid_tenant(name: str) -> bool:
-    return TENANT_PATTERN.fullmatch(name) is not None
-
-
-def check_tenant(name: str) -> str:
-    """``name`` if it is a valid tenant name; ValueError naming the rule otherwise."""
-    if not is_valid_tenant(name):
-        raise ValueError(
-            f"tenant {name[:80]!r} must be 1-63 characters of a-z, 0-9, '-' and '_', "
-            "starting with a letter or digit"
-        )
-    return name
 
 
 @dataclass(frozen=True, slots=True)

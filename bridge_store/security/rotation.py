@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import MAX_LIMIT
-from ..stores import Stores
-from ..substores import AgentPosition, BlobRef, agent_position
+from ..backend.substores import AgentPosition, BlobRef, agent_position
+from ..stack.stores import Stores
+from ..wire.fields import MAX_LIMIT
 from .encryption import Identity, Keyring
 from .sealed_stores import METADATA, open_agent, seal_agent
 

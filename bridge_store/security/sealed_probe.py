@@ -10,7 +10,7 @@ turned on at any time shows in the first page; one blob per tenant is looked at 
 
 from __future__ import annotations
 
-from ..stores import Stores
+from ..stack.stores import Stores
 from .encryption import is_sealed_blob, is_sealed_metadata
 
 #: The agents looked at per tenant: the newest ones, which a key in use has sealed.

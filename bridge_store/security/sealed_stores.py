@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import builtins
 
-from ..layers import AgentsLayer, CheckpointsLayer, StoreLayer
-from ..stores import Stores
-from ..substores import AgentPosition, AgentStore, CheckpointStore
+from ..backend.substores import AgentPosition, AgentStore, CheckpointStore
+from ..stack.layers import AgentsLayer, CheckpointsLayer, StoreLayer
+from ..stack.stores import Stores
 from ..types import Document
 from ..wire.large_bodies import off_the_loop
 from .encryption import Identity, Keyring

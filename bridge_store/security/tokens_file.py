@@ -24,15 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..backend.tenants import is_valid_tenant
 from ..errors import ConfigurationError
-from .auth import (
-    TOKEN_NAME_PATTERN,
-    Scope,
-    TokenEntry,
-    TokenRegistry,
-    is_valid_tenant,
-    token_digest,
-)
+from .auth import TOKEN_NAME_PATTERN, Scope, TokenEntry, TokenRegistry, token_digest
 from .tokens import new_token, write_private
 
 #: Names the tokens file when ``--tokens-file`` is not given.

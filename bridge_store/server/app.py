@@ -2,7 +2,7 @@
 store stack, and its lifecycle.
 
 :class:`BridgeStoreServer` owns the configuration, the store stack
-(:class:`~bridge_store.stores.StoreStack`: sealed with the key file, metered, watched) and the
+(:class:`~bridge_store.stack.stores.StoreStack`: sealed with the key file, metered, watched) and the
 ASGI lifespan that opens and closes it; :meth:`BridgeStoreServer.app` is its ASGI app,
 whose routes are declared once, in :meth:`BridgeStoreServer.routes`.
 :func:`create_app` is the one-call form.
@@ -21,23 +21,23 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
-from ..dispatch import HANDLERS, call_store
+from ..backend.features import Leases, PoolFigures
+from ..backend.plugins import get_plugin_manager
+from ..backend.shares import RunShares, run_shares
 from ..errors import ConnectError, unavailable
-from ..features import Leases, PoolFigures
 from ..lifecycle.retain import Retention, RetentionCounts, lease_backend
 from ..ops.availability import BACKEND_FAILURES, BackendAvailability
 from ..ops.metrics import BackendView, Metrics, MetricsEndpoint
 from ..ops.observe import CallObserver
 from ..ops.readiness import READY_PATH, ServedBackend, readiness_answer, readiness_report
 from ..ops.spend import SpendFigures
-from ..plugins import get_plugin_manager
+from ..rpc.connect import CALL_STORE_PATH, CallStoreEndpoint, bearer_principal
+from ..rpc.dispatch import HANDLERS, call_store
 from ..run_traces.counts import ExportCounts
 from ..run_traces.settings import export_backend
 from ..security.auth import Principal
 from ..security.sealed_stores import sealing
-from ..shares import RunShares, run_shares
-from ..stores import OpenStack, ResolvedStores, StoreStack, resolve
+from ..stack.stores import OpenStack, ResolvedStores, StoreStack, resolve
 from ..types import Answer
 from ..urls import redact
 from ..viewer import UI_PATH

@@ -14,14 +14,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backend.substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
 from ..errors import ConfigurationError
 from ..lifecycle.retain import RetentionSettings
 from ..pricing.book import PriceBook
 from ..run_traces.settings import ExportSettings
 from ..security.auth import TokenRegistry
 from ..security.encryption import Keyring
-from ..stores import Routes
-from ..substores import DEFAULT_BACKEND_TIMEOUT, BackendOptions
+from ..stack.stores import Routes
 from ..viewer.session_keys import SessionKeys
 from ..viewer.welcome import BridgeHint
 from ..wire._compression import DEFAULT_COMPRESS_MIN_BYTES
@@ -48,7 +48,7 @@ class ServerConfig:
     ``ui`` serves the history viewer under ``/ui/``; ``prices`` (the price table,
     read again on SIGHUP) turns its tokens into money.
     ``backend_timeout``: seconds one wait on a backend may take unless its URL says
-    otherwise (:class:`~bridge_store.substores.BackendOptions`).
+    otherwise (:class:`~bridge_store.backend.substores.BackendOptions`).
     ``retain``: prune old agents in the background (:mod:`bridge_store.lifecycle.retain`).
     ``export_runs``: send each run that ends to an OTLP collector as a trace
     (:mod:`bridge_store.run_traces.live`; needs the ``otel`` extra).
@@ -106,7 +106,7 @@ class ServerConfig:
 
 
 def backend_options(timeout: float) -> BackendOptions:
-    """What every backend is asked (:class:`~bridge_store.substores.BackendOptions`);
+    """What every backend is asked (:class:`~bridge_store.backend.substores.BackendOptions`);
     a timeout that is not a positive number of seconds is one line naming the flag."""
     if not (math.isfinite(timeout) and timeout > 0):
         raise ConfigurationError(

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from .. import __version__
-from ..plugins import get_plugin_manager
-from ..stores import ResolvedStores, resolve
+from ..backend.plugins import get_plugin_manager
+from ..stack.stores import ResolvedStores, resolve
 from ..viewer import UI_PATH
 from ..wire.http_limits import HttpLimits, connection_cap, raise_open_file_limit
 from .config import ServerConfig, ServingConfig

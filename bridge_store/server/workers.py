@@ -42,7 +42,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 from ..errors import EXIT_INTERRUPTED, ConfigurationError
-from ..stores import Routes
+from ..stack.stores import Routes
 from .config import READY_PREFIX
 from .serving import GRACEFUL_SHUTDOWN_SECONDS
 

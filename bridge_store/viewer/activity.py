@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..history import UNKNOWN, RunHistory
-from ..shares import RunShares
-from ..statistics import RunStatistics
-from ..stores import Stores
+from ..backend.history import UNKNOWN, RunHistory
+from ..backend.shares import RunShares
+from ..backend.statistics import RunStatistics
+from ..stack.stores import Stores
 from ..types import Document
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
-from ..history import summarize_run
-from ..statistics import DAY_MS
+from ..backend.history import summarize_run
+from ..backend.statistics import DAY_MS
 from ..types import Document
 from ..workspaces.paths import parse_key
 from ..workspaces.translate import WORKED_IN

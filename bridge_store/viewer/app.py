@@ -6,12 +6,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.applications import Starlette
 
-from ..history import run_history
+from ..backend.history import run_history
+from ..backend.shares import run_shares
+from ..backend.statistics import run_statistics
 from ..pricing.book import PriceBook
 from ..security.auth import Principal, TokenRegistry
-from ..shares import run_shares
-from ..statistics import run_statistics
-from ..stores import OpenStack, Stores
+from ..stack.stores import OpenStack, Stores
 from .activity import Activity
 from .pages import Context
 from .reader import HistoryReader, in_process

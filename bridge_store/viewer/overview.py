@@ -3,8 +3,8 @@
 Runs, failed runs, tokens (input, output, cache read, cache write), the median and
 95th percentile of the durations, and the tools with the most calls and the most
 failures. Made from the
-:class:`~bridge_store.statistics.Counts` of the last 30 days (the 7 days are a part of
-them), counted by the backend when it can (:class:`~bridge_store.statistics.
+:class:`~bridge_store.backend.statistics.Counts` of the last 30 days (the 7 days are a part of
+them), counted by the backend when it can (:class:`~bridge_store.backend.statistics.
 RunStatistics`: SQL, from summaries kept as runs are written and events appended) or
 by reading every run of those days and its events through the reader (a scan, whose
 cost docs/viewer.md gives). What the runs cost, and who spent it, is
@@ -22,8 +22,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from itertools import chain
 
-from ..history import TOKEN_KINDS, summarize_run
-from ..statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, tool_outcome
+from ..backend.history import TOKEN_KINDS, summarize_run
+from ..backend.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, tool_outcome
 from ..types import Document
 from .activity import Activity
 from .reader import HistoryReader

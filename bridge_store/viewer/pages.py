@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from starlette.datastructures import QueryParams
 
+from ..backend.history import SORTS, RunFilters, Sort, summarize_run
 from ..errors import invalid_argument, not_found
-from ..history import SORTS, RunFilters, Sort, summarize_run
 from ..pricing.book import PriceBook
 from ..pricing.money import cost_text
 from ..pricing.table import PriceTable

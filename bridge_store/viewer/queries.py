@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..contract import agent_cursor
+from ..backend.history import UNKNOWN, RunRow, summarize_run
+from ..backend.substores import agent_position
 from ..errors import invalid_argument, not_found
-from ..history import UNKNOWN, RunRow, summarize_run
-from ..substores import agent_position
+from ..rpc.contract import agent_cursor
 from ..types import Document
 from ..workspaces.paths import workspace_of
 from .transcript import TranscriptBuilder, usage_counts
@@ -136,7 +136,7 @@ async def agents_page(
 
 def run_summary(run: Document) -> Document:
     """A run as its row in lists: the document plus its duration and token counts
-    (:func:`~bridge_store.history.summarize_run`, what the run list sorts by)."""
+    (:func:`~bridge_store.backend.history.summarize_run`, what the run list sorts by)."""
     summary = summarize_run(run)
     return {
         **run,

@@ -21,12 +21,13 @@ import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..connect import CALL_STORE_PATH
-from ..dispatch import call_store
+from ..backend.tenants import is_valid_tenant
 from ..errors import Code, ConnectError, unavailable
 from ..reaching import rejected_token, server_url, unreachable
-from ..security.auth import Principal, is_valid_tenant
-from ..stores import Stores
+from ..rpc.connect import CALL_STORE_PATH
+from ..rpc.dispatch import call_store
+from ..security.auth import Principal
+from ..stack.stores import Stores
 from ..types import Document
 from ..urls import redact
 from ..workspaces.segment import AS_STORED_SEGMENT

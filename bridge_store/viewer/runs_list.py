@@ -2,7 +2,7 @@
 
 Two ways answer it, behind :func:`runs_page`, and both give the same pages:
 
-- the backend's :class:`~bridge_store.history.RunHistory` (SQL: one keyset query over
+- the backend's :class:`~bridge_store.backend.history.RunHistory` (SQL: one keyset query over
   the summary columns of revision 0005), asked for the caller's tenant alone;
 - a scan everywhere else (memory, Redis, S3): every run of the tenant is read through
   the caller's :class:`~bridge_store.viewer.reader.HistoryReader` (``runs.list``, a
@@ -12,13 +12,13 @@ Two ways answer it, behind :func:`runs_page`, and both give the same pages:
   creators of the runs that pass the other filters. A workspace filter (the
   checkouts of one repository, docs/team.md) is always answered by the scan.
 
-Cursors are :class:`~bridge_store.history.RunKey` positions either way.
+Cursors are :class:`~bridge_store.backend.history.RunKey` positions either way.
 
 On a store without the index the scan stops after ``scan_limit`` runs and answers
 ``too_large`` (no rows) rather than reading on for seconds. The ``cost`` order has
 no index (a cost depends on the price table of the moment), so the database prices
 and sorts every run the filters leave: when the backend's per-day sums
-(:class:`~bridge_store.shares.RunShares`) count more than :data:`COST_SORT_LIMIT` of
+(:class:`~bridge_store.backend.shares.RunShares`) count more than :data:`COST_SORT_LIMIT` of
 them, the page ranks those of the most recent days that hold at most that many
 (``narrowed_since``, a UTC midnight the page shows as its ``since``).
 """
@@ -30,8 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 
-from ..errors import invalid_argument
-from ..history import (
+from ..backend.history import (
     RunFilters,
     RunKey,
     RunRow,
@@ -40,8 +39,9 @@ from ..history import (
     run_key,
     summarize_run,
 )
+from ..backend.statistics import DAY_MS, FAILED
+from ..errors import invalid_argument
 from ..pricing.table import PriceTable
-from ..statistics import DAY_MS, FAILED
 from ..types import Document
 from .activity import Activity
 from .queries import in_workspace

@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..contract import agent_cursor
-from ..features import SearchIndex
-from ..statistics import UNNAMED_TOOL
-from ..stores import Stores
-from ..substores import AgentPosition, agent_position
+from ..backend.features import SearchIndex
+from ..backend.statistics import UNNAMED_TOOL
+from ..backend.substores import AgentPosition, agent_position
+from ..rpc.contract import agent_cursor
+from ..stack.stores import Stores
 from ..types import Document
 from .reader import HistoryReader
 from .search_pages import (

@@ -21,16 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..contract import MAX_SAFE_INTEGER, agent_cursor, parse_agent_cursor
-from ..contract import _cursor_id as cursor_id
-from ..contract import _cursor_integer as cursor_integer
-from ..contract import _decode_cursor as decode_cursor
-from ..contract import _encode_cursor as encode_cursor
+from ..backend.sort_keys import sort_integer
+from ..backend.substores import AgentPosition, agent_position
 from ..errors import ConnectError, invalid_argument
-from ..sort_keys import sort_integer
-from ..substores import AgentPosition, agent_position
+from ..rpc.contract import agent_cursor, parse_agent_cursor
 from ..types import Document
 from ..wire import jsontext
+from ..wire.cursors import cursor_id, cursor_integer, decode_cursor, encode_cursor
+from ..wire.fields import MAX_SAFE_INTEGER
 
 HITS_PER_PAGE = 50
 MAX_PAGE_BYTES = 256 * 1024

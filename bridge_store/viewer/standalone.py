@@ -18,13 +18,13 @@ from starlette.routing import Mount, Route
 from ..errors import unavailable
 from ..pricing.book import PriceBook
 from ..security.auth import TokenRegistry
-from ..stores import OpenStack, StoreStack
+from ..stack.stores import OpenStack, StoreStack
 from . import UI_PATH
 from .app import create_viewer
 
 
 class StandaloneViewer:
-    """The viewer alone over a :class:`~bridge_store.stores.StoreStack` (sealed as serve
+    """The viewer alone over a :class:`~bridge_store.stack.stores.StoreStack` (sealed as serve
     seals it), opened without migrating when the lifespan starts, closed when it ends."""
 
     def __init__(

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from ..security.auth import TokenRegistry, is_valid_tenant
+from ..backend.tenants import is_valid_tenant
+from ..security.auth import TokenRegistry
 from ..security.tokens import TOKEN_ENV
 from ..types import Document
 

@@ -1,6 +1,6 @@
 """Connect unary answers: a complete HTTP response, sent as two ASGI messages.
 
-Apart from :mod:`bridge_store.connect` so the bench's ceiling (``bench/servers.py``)
+Apart from :mod:`bridge_store.rpc.connect` so the bench's ceiling (``bench/servers.py``)
 answers exactly as the real endpoint does without importing the endpoint's machinery.
 """
 

@@ -2,7 +2,7 @@
 
 Columns of ``runs`` (``bridge_store_sql.summary``): ``started_at`` (the run's start, or
 its creation; 0 when it has neither), ``status``, ``model_id``, ``duration_ms`` and the
-token counts of its usage, all from ``bridge_store.history.summarize_run``; and the
+token counts of its usage, all from ``bridge_store.backend.history.summarize_run``; and the
 index ``ix_runs_started`` (tenant, started_at, agent_id, run_id, then the summary
 columns the overview reads, so its statements read the index alone) that lists a
 tenant's runs newest first and bounds the overview's days.

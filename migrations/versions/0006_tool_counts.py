@@ -3,7 +3,7 @@
 The table ``run_tool_calls`` (tenant, run_id, tool) -> calls, failures, which the
 overview joins to revision 0005's run summaries to rank tools by calls and failures
 per day and model. The backend counts each appended (or restored) event that ends a
-tool call (``bridge_store.statistics.tool_outcome``) in the statement that stores it,
+tool call (``bridge_store.backend.statistics.tool_outcome``) in the statement that stores it,
 and drops a run's counts with its events.
 
 Events from before are counted here by the same function, :data:`BATCH` events at a
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from bridge_store.statistics import tool_outcome
+from bridge_store.backend.statistics import tool_outcome
 from bridge_store.wire import jsontext
 
 revision: str = "0006"

@@ -64,7 +64,7 @@ from types import ModuleType
 import sqlalchemy as sa
 from alembic import op
 
-from bridge_store.statistics import DAY_MS
+from bridge_store.backend.statistics import DAY_MS
 
 revision: str = "0011"
 down_revision: str | None = "0010"

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from bridge_store.statistics import DAY_MS
+from bridge_store.backend.statistics import DAY_MS
 
 revision: str = "0013"
 down_revision: str | None = "0012"

@@ -14,7 +14,7 @@ import json
 
 from hypothesis import strategies as st
 
-from bridge_store.contract import (
+from bridge_store.wire.fields import (
     MAX_CURSOR_LENGTH,
     MAX_CWD_BYTES,
     MAX_KEY_BYTES,

@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.substores import AgentPosition, BlobRef, RunPosition, agent_position
+from bridge_store.backend.substores import run_position as position_of_run
 from bridge_store.conformance.harness import UNICODE_TEXT, agent, run
-from bridge_store.contract import MAX_LIMIT
 from bridge_store.lifecycle.items import canonical
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import OpenStores, Routes, Stores, open_stores
-from bridge_store.substores import AgentPosition, BlobRef, RunPosition, agent_position
-from bridge_store.substores import run_position as position_of_run
+from bridge_store.stack.stores import OpenStores, Routes, Stores, open_stores
+from bridge_store.wire.fields import MAX_LIMIT
 
 T = TypeVar("T")
 

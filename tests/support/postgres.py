@@ -61,7 +61,7 @@ class PostgresDatabases:
         return database_url(name)
 
     def _migrated_template(self) -> str:
-        from bridge_store.plugins import get_plugin_manager, open_backend
+        from bridge_store.backend.plugins import get_plugin_manager, open_backend
 
         name = create_database("template")
         self.created.append(name)

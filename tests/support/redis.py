@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
 from bridge_store.conformance.harness import StoreClient
-from bridge_store.plugins import get_plugin_manager
-from bridge_store.stores import Routes, open_stores
+from bridge_store.stack.stores import Routes, open_stores
 from testkit.services import REDIS_URL, delete_prefix, free_port, new_redis_prefix, redis_store_url
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ import base64
 import time
 from typing import Any
 
-from bridge_store.dispatch import call_store
+from bridge_store.rpc.dispatch import call_store
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.stores import Stores
+from bridge_store.stack.stores import Stores
 
 DAY_MS = 86_400_000
 OTHER_TENANT = "team-b"

@@ -14,7 +14,7 @@ import functools
 
 from bridge_store.demo.fill import write
 from bridge_store.demo.history import SampleHistory, sample_history
-from bridge_store.stores import Routes, StoreStack
+from bridge_store.stack.stores import Routes, StoreStack
 
 #: 2027-01-15 08:00 UTC: the sample's "now".
 NOW = 1_800_000_000_000

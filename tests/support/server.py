@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from bridge_store.client import Sidecar, start_serve
-from bridge_store.connect import CALL_STORE_PATH as ROUTE
 from bridge_store.errors import Code, ConnectError
+from bridge_store.rpc.connect import CALL_STORE_PATH as ROUTE
 
 #: The route relative to a server URL (which ends in "/").
 CALL_STORE_PATH = ROUTE.lstrip("/")

@@ -18,8 +18,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...backend.tenants import DEFAULT_TENANT
 from ...errors import Code, ConfigurationError, ConnectError
-from ...security.auth import DEFAULT_TENANT, Principal, local_principal
+from ...security.auth import Principal, local_principal
 from ...security.tokens import TOKEN_ENV, read_auth_token
 from .store_options import (
     KEY_FILE_USES,
@@ -33,7 +34,7 @@ from .store_options import (
 from .wording import say
 
 if TYPE_CHECKING:
-    from ...stores import Stores
+    from ...stack.stores import Stores
     from ...types import Document
     from ...viewer.pages import Context
     from ...viewer.reader import HistoryReader
@@ -169,9 +170,9 @@ async def open_pages(args: argparse.Namespace) -> AsyncIterator[Pages]:
     """The page data a history command prints: through a server, its viewer's JSON
     (one view: the web page, its JSON and the command show the same data); read
     directly, the same page functions over the store."""
-    from ...history import run_history
-    from ...shares import run_shares
-    from ...statistics import run_statistics
+    from ...backend.history import run_history
+    from ...backend.shares import run_shares
+    from ...backend.statistics import run_statistics
     from ...viewer.activity import Activity
     from ...viewer.pages import Context
     from ...viewer.remote_pages import RemotePages

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
+from ...backend.substores import DEFAULT_BACKEND_TIMEOUT
 from ...lifecycle.durations import age_text, describe_age, parse_age
 from ...lifecycle.retain import DEFAULT_INTERVAL, RetentionSettings
 from ...run_traces import EXPORT_RUNS_ENV, require_otel
 from ...run_traces.settings import ExportSettings
 from ...security.tokens import TOKEN_ENV
 from ...security.tokens_file import TOKENS_FILE_ENV
-from ...substores import DEFAULT_BACKEND_TIMEOUT
 from ...wire._compression import DEFAULT_COMPRESS_MIN_BYTES
 from ...wire.http_limits import DEFAULT_MAX_REQUEST_BYTES, HttpLimits
 from .price_options import add_prices_argument

@@ -10,13 +10,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...backend.plugins import get_plugin_manager
 from ...errors import ConfigurationError
-from ...plugins import get_plugin_manager
 from ...security.auth import TokenRegistry
 from ...security.tokens import DEFAULT_TOKEN_FILE, TOKEN_ENV, load_or_generate
 from ...security.tokens_file import TOKENS_FILE_ENV, open_registry
 from ...server.config import ServerConfig, ServingConfig, backend_options
-from ...stores import resolve
+from ...stack.stores import resolve
 from ...viewer.welcome import BridgeHint
 from .price_options import prices_from
 from .program import this_program

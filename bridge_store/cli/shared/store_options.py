@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...backend.tenants import DEFAULT_TENANT, check_tenant
 from ...errors import ConfigurationError
-from ...security.auth import DEFAULT_TENANT, check_tenant
 from ...security.encryption import KEY_FILE_ENV
-from ...stores import Routes, StoreStack
+from ...stack.stores import Routes, StoreStack
 
 if TYPE_CHECKING:
     from ...security.encryption import Keyring

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from ...errors import BackendUnreachable, ConfigurationError, ConnectError
 from ...lifecycle.tally import Outcome, Tally
 from ...security.sealed_probe import holds_sealed_items
-from ...stores import Stores, StoreStack
+from ...stack.stores import Stores, StoreStack
 from ...urls import redact
 from .store_options import key_file_flag, stack_from
 from .wording import say

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, TypeVar
 
-from ...history import UNKNOWN
+from ...backend.history import UNKNOWN
+from ...backend.shares import Share, Span
 from ...pricing.table import PriceTable
-from ...shares import Share, Span
 from ...types import Document
 from .figures import Figures, change
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ...backend.shares import Share
+from ...backend.statistics import DAY_MS
 from ...pricing.money import cost_text
 from ...pricing.table import PriceTable
-from ...shares import Share
-from ...statistics import DAY_MS
 from ...types import Document
 from .figures import Figures
 

@@ -1,6 +1,6 @@
 """Runs, failures, tokens and cost, added up: what every row of the overview shows.
 
-A row adds :class:`~bridge_store.shares.Share` sums, each priced at its model's price
+A row adds :class:`~bridge_store.backend.shares.Share` sums, each priced at its model's price
 on its day (``PriceTable.cost``). A share whose model has no price that day adds its
 runs and tokens to the row's ``unpriced`` part and nothing to its cost: a row of
 unpriced runs shows their tokens and "unpriced", never a cost of zero. Without a
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...history import TOKEN_KINDS
+from ...backend.history import TOKEN_KINDS
+from ...backend.shares import NO_TOKENS, Share, TokenSums, add_tokens
 from ...pricing.money import cost_text, percent_change
 from ...pricing.table import PriceTable
-from ...shares import NO_TOKENS, Share, TokenSums, add_tokens
 from ...types import Document
 
 

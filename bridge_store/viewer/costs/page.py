@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...backend.shares import Share
+from ...backend.statistics import DAY_MS, Counts, Totals
 from ...pricing.table import PriceTable
-from ...shares import Share
-from ...statistics import DAY_MS, Counts, Totals
 from ...types import Document
 from ..activity import Activity
 from ..overview import day_text, duration_cells, window

@@ -4,7 +4,8 @@ Memory, Redis and S3 stores answer the overview by reading every run of the tena
 (``runs.list``, a thousand at a time), the creators of those in range (``creators``,
 as many at a time) and the events of the runs of the counted days (their tool calls),
 in one pass that makes what the SQL backend reads from its tables: the day and agent
-:class:`~bridge_store.shares.Share` s and the :class:`~bridge_store.statistics.Counts`.
+:class:`~bridge_store.backend.shares.Share` s and the
+:class:`~bridge_store.backend.statistics.Counts`.
 
 That costs time in proportion to the tenant's runs, so the pass stops after
 ``limit`` runs: a store that holds more answers that it would have to read them all
@@ -18,9 +19,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ...history import TOKEN_KINDS, summarize_run
-from ...shares import NO_TOKENS, Share, Span, TokenSums
-from ...statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, tool_outcome
+from ...backend.history import TOKEN_KINDS, summarize_run
+from ...backend.shares import NO_TOKENS, Share, Span, TokenSums
+from ...backend.statistics import DAY_MS, FAILED, Counts, Duration, ToolCount, Totals, tool_outcome
 from ..activity import Activity
 from ..reader import HistoryReader
 

@@ -15,7 +15,7 @@ The SQL backend keeps both as per-day sums beside its runs (a revision's tables,
 by triggers as runs are written), so each is one range of an index; every other
 backend's are summed by reading the runs (``viewer/scan.py``). Days are UTC day
 numbers of the run's time (``summarize_run``'s ``started_at`` // a day), as for
-:mod:`bridge_store.statistics`.
+:mod:`bridge_store.backend.statistics`.
 """
 
 from __future__ import annotations

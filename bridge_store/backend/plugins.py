@@ -7,10 +7,10 @@ from urllib.parse import urlsplit
 
 import pluggy
 
+from ..errors import ConfigurationError
+from ..urls import redact
 from . import hookspecs
-from .errors import ConfigurationError
 from .substores import Backend, BackendOptions
-from .urls import redact
 
 ENTRY_POINT_GROUP = "bridge_store.backends"
 

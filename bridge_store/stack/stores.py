@@ -8,7 +8,7 @@ call goes to (possibly from different backends). Starting them gives
 :class:`StoreStack` is how the server, ``bridge-store ui`` and every command open
 their stores: resolved once (the one place the installed plugins are asked), started
 (migrated or not), then wrapped in the caller's list of layers
-(:class:`~bridge_store.layers.StoreLayer`), bottom first. The layers come from above
+(:class:`~bridge_store.stack.layers.StoreLayer`), bottom first. The layers come from above
 this layer (``security``, ``ops``, ``run_traces``), so this module imports none of
 them. :class:`OpenStack` holds the one view of the stores, what calls go to;
 :meth:`Stores.beneath` finds the backends' own substores under the layers.
@@ -23,10 +23,8 @@ from typing import TypeVar
 
 import pluggy
 
-from .errors import BackendUnreachable, ConfigurationError, ConnectError
-from .layers import StoreLayer, beneath
-from .plugins import get_plugin_manager, open_backend
-from .substores import (
+from ..backend.plugins import get_plugin_manager, open_backend
+from ..backend.substores import (
     SUBSTORE_NAMES,
     AgentStore,
     Backend,
@@ -36,7 +34,9 @@ from .substores import (
     RunStore,
     SubstoreName,
 )
-from .urls import redact
+from ..errors import BackendUnreachable, ConfigurationError, ConnectError
+from ..urls import redact
+from .layers import StoreLayer, beneath
 
 T = TypeVar("T")
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..backend.substores import agent_position, run_position
+from ..errors import Code, ConnectError
+from ..security import audit
+from ..security.auth import Principal, Scope
+from ..stack.stores import Stores
+from ..types import Answer, Document
+from ..wire import fields
+from ..wire.large_answers import LARGE_ANSWER_BYTES, BlobAnswer
 from . import contract as c
-from .errors import Code, ConnectError
-from .security import audit
-from .security.auth import Principal, Scope
-from .stores import Stores
-from .substores import agent_position, run_position
-from .types import Answer, Document
-from .wire.large_answers import LARGE_ANSWER_BYTES, BlobAnswer
 
 #: A method's implementation: the stores, the caller and the call's input. The caller,
 #: not only its tenant: creates record who made them (its name), at no extra cost.
@@ -30,7 +31,7 @@ _IN = "input"
 
 
 async def _agents_get(stores: Stores, caller: Principal, data: Document) -> Document | None:
-    return await stores.agents.get(caller.tenant, c.require_id(data, "agentId", _IN))
+    return await stores.agents.get(caller.tenant, fields.require_id(data, "agentId", _IN))
 
 
 async def _agents_create(stores: Stores, caller: Principal, data: Document) -> Document | None:
@@ -45,23 +46,23 @@ async def _agents_update(stores: Stores, caller: Principal, data: Document) -> D
 
 
 async def _agents_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
-    filter_ = c.require_object(data.get("filter"), f"{_IN}.filter")
+    filter_ = fields.require_object(data.get("filter"), f"{_IN}.filter")
     field = f"{_IN}.filter"
     await stores.agents.delete(
         caller.tenant,
-        c.optional_id_list(filter_, "agentIds", field),
-        c.optional_string(filter_, "cwd", field, c.MAX_CWD_BYTES),
+        fields.optional_id_list(filter_, "agentIds", field),
+        fields.optional_string(filter_, "cwd", field, fields.MAX_CWD_BYTES),
     )
     return None
 
 
 async def _agents_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
-    filter_ = c.optional_object(data, "filter", _IN)
-    limit = c.optional_limit(filter_, field, c.DEFAULT_AGENT_LIMIT)
+    filter_ = fields.optional_object(data, "filter", _IN)
+    limit = fields.optional_limit(filter_, field, fields.DEFAULT_AGENT_LIMIT)
     rows = await stores.agents.list(
         caller.tenant,
-        cwd=c.optional_string(filter_, "cwd", field, c.MAX_CWD_BYTES),
+        cwd=fields.optional_string(filter_, "cwd", field, fields.MAX_CWD_BYTES),
         after=c.parse_agent_cursor(filter_, field),
         limit=limit + 1,
     )
@@ -77,7 +78,9 @@ async def _agents_list(stores: Stores, caller: Principal, data: Document) -> Doc
 
 async def _runs_get(stores: Stores, caller: Principal, data: Document) -> Document | None:
     return await stores.runs.get(
-        caller.tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "runId", _IN)
+        caller.tenant,
+        fields.require_id(data, "agentId", _IN),
+        fields.require_id(data, "runId", _IN),
     )
 
 
@@ -92,23 +95,23 @@ async def _runs_update(stores: Stores, caller: Principal, data: Document) -> Doc
 
 async def _runs_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
-    filter_ = c.require_object(data.get("filter"), field)
+    filter_ = fields.require_object(data.get("filter"), field)
     await stores.runs.delete(
         caller.tenant,
-        c.optional_id_list(filter_, "agentIds", field),
-        c.optional_id_list(filter_, "runIds", field),
+        fields.optional_id_list(filter_, "agentIds", field),
+        fields.optional_id_list(filter_, "runIds", field),
     )
     return None
 
 
 async def _runs_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
-    filter_ = c.optional_object(data, "filter", _IN)
-    limit = c.optional_limit(filter_, field, c.DEFAULT_RUN_LIMIT)
+    filter_ = fields.optional_object(data, "filter", _IN)
+    limit = fields.optional_limit(filter_, field, fields.DEFAULT_RUN_LIMIT)
     rows = await stores.runs.list(
         caller.tenant,
-        agent_ids=c.optional_id_list(filter_, "agentIds", field),
-        run_ids=c.optional_id_list(filter_, "runIds", field),
+        agent_ids=fields.optional_id_list(filter_, "agentIds", field),
+        run_ids=fields.optional_id_list(filter_, "runIds", field),
         after=c.parse_run_cursor(filter_, field),
         limit=limit + 1,
     )
@@ -127,8 +130,8 @@ async def _events_append(stores: Stores, caller: Principal, data: Document) -> D
 
 
 async def _events_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
-    run_id = c.require_id(data, "runId", _IN)
-    limit = c.optional_limit(data, _IN, c.DEFAULT_EVENT_LIMIT)
+    run_id = fields.require_id(data, "runId", _IN)
+    limit = fields.optional_limit(data, _IN, fields.DEFAULT_EVENT_LIMIT)
     rows = await stores.run_events.list(
         caller.tenant, run_id, after_seq=c.parse_offset(data, _IN), limit=limit + 1
     )
@@ -141,8 +144,8 @@ async def _events_list(stores: Stores, caller: Principal, data: Document) -> Doc
 
 async def _events_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
-    filter_ = c.require_object(data.get("filter"), field)
-    await stores.run_events.delete(caller.tenant, c.optional_id_list(filter_, "runIds", field))
+    filter_ = fields.require_object(data.get("filter"), field)
+    await stores.run_events.delete(caller.tenant, fields.optional_id_list(filter_, "runIds", field))
     return None
 
 
@@ -151,7 +154,9 @@ async def _events_delete(stores: Stores, caller: Principal, data: Document) -> D
 
 async def _checkpoints_get(stores: Stores, caller: Principal, data: Document) -> Document | None:
     blob = await stores.checkpoints.get(
-        caller.tenant, c.require_id(data, "agentId", _IN), c.require_id(data, "blobId", _IN)
+        caller.tenant,
+        fields.require_id(data, "agentId", _IN),
+        fields.require_id(data, "blobId", _IN),
     )
     if blob is None:
         return {"found": False}
@@ -169,8 +174,8 @@ async def _checkpoints_get(stores: Stores, caller: Principal, data: Document) ->
 async def _checkpoints_create(stores: Stores, caller: Principal, data: Document) -> Document | None:
     await stores.checkpoints.create(
         caller.tenant,
-        c.require_id(data, "agentId", _IN),
-        c.require_id(data, "blobId", _IN),
+        fields.require_id(data, "agentId", _IN),
+        fields.require_id(data, "blobId", _IN),
         c.take_blob(data, _IN),
     )
     return None
@@ -179,8 +184,8 @@ async def _checkpoints_create(stores: Stores, caller: Principal, data: Document)
 async def _checkpoints_update(stores: Stores, caller: Principal, data: Document) -> Document | None:
     await stores.checkpoints.update(
         caller.tenant,
-        c.require_id(data, "agentId", _IN),
-        c.require_id(data, "blobId", _IN),
+        fields.require_id(data, "agentId", _IN),
+        fields.require_id(data, "blobId", _IN),
         c.take_blob(data, _IN),
     )
     return None
@@ -188,23 +193,23 @@ async def _checkpoints_update(stores: Stores, caller: Principal, data: Document)
 
 async def _checkpoints_delete(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
-    filter_ = c.require_object(data.get("filter"), field)
+    filter_ = fields.require_object(data.get("filter"), field)
     await stores.checkpoints.delete(
         caller.tenant,
-        c.optional_id_list(filter_, "agentIds", field),
-        c.optional_id_list(filter_, "blobIds", field),
+        fields.optional_id_list(filter_, "agentIds", field),
+        fields.optional_id_list(filter_, "blobIds", field),
     )
     return None
 
 
 async def _checkpoints_list(stores: Stores, caller: Principal, data: Document) -> Document | None:
     field = f"{_IN}.filter"
-    filter_ = c.optional_object(data, "filter", _IN)
-    limit = c.optional_limit(filter_, field, c.DEFAULT_CHECKPOINT_LIMIT)
+    filter_ = fields.optional_object(data, "filter", _IN)
+    limit = fields.optional_limit(filter_, field, fields.DEFAULT_CHECKPOINT_LIMIT)
     refs = await stores.checkpoints.list(
         caller.tenant,
-        agent_ids=c.optional_id_list(filter_, "agentIds", field),
-        blob_ids=c.optional_id_list(filter_, "blobIds", field),
+        agent_ids=fields.optional_id_list(filter_, "agentIds", field),
+        blob_ids=fields.optional_id_list(filter_, "blobIds", field),
         after=c.parse_blob_cursor(filter_, field),
         limit=limit + 1,
     )

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from .contract import MAX_KEY_BYTES, is_storable_key
-from .types import Document
+from ..types import Document
+from ..wire.fields import MAX_KEY_BYTES, is_storable_key
 
 DAY_MS = 24 * 60 * 60 * 1000
 #: The token counts a run's usage carries, in the order pages show them.

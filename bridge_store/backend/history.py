@@ -17,21 +17,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .contract import MAX_SAFE_INTEGER
-from .contract import _cursor_id as cursor_id  # one cursor format for every list
-from .contract import _cursor_integer as cursor_integer
-from .contract import _decode_cursor as decode_cursor
-from .contract import _encode_cursor as encode_cursor
-from .errors import invalid_argument
+from ..errors import invalid_argument
+from ..types import Document
+from ..wire.cursors import cursor_id, cursor_integer, decode_cursor, encode_cursor
+from ..wire.fields import MAX_SAFE_INTEGER
 
 # TOKEN_KINDS is defined with the statistics (the price table reads it from there) and
 # read from here by every reader of a run's usage.
 from .statistics import TOKEN_KINDS as TOKEN_KINDS
 from .statistics import label
-from .types import Document
 
 if TYPE_CHECKING:
-    from .pricing.table import PriceTable
+    from ..pricing.table import PriceTable
 
 #: How the run list can be ordered: newest first, longest first, most tokens first,
 #: costliest first (with a price table).

@@ -4,7 +4,7 @@ An archive, a bridge's own store or another store hands over documents as a stor
 holds them, not as a CallStore call carries them: they did not pass the JSON codec,
 and events come with the ``seq``, ``offset`` and ``createdAt`` a store assigned. Before
 such a document is stored it must pass what a call carrying it would have to: the
-codec's rules on JSON values (:func:`check_json_value`) and :mod:`bridge_store.contract`'s
+codec's rules on JSON values (:func:`check_json_value`) and :mod:`bridge_store.rpc.contract`'s
 on documents (``validate_agent``, ``validate_run``, and :func:`validate_stored_event`
 here, which is ``new_event``'s checks plus the store-assigned fields).
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .contract import optional_string, require_id, require_integer, require_object
-from .errors import invalid_argument
-from .types import Document
-from .wire._codecs import MAX_DEPTH
+from ..errors import invalid_argument
+from ..types import Document
+from ..wire._codecs import MAX_DEPTH
+from ..wire.fields import optional_string, require_id, require_integer, require_object
 
 
 def validate_stored_event(value: Any, field: str) -> Document:

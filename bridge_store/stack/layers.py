@@ -5,14 +5,14 @@ methods of one or two substores. :class:`StoreLayer` is the one type of layer: i
 wraps the substores it changes and hands the others on untouched, and the wrappers
 it builds subclass the pass-through substores here (:class:`AgentsLayer`,
 :class:`RunsLayer`, :class:`RunEventsLayer`, :class:`CheckpointsLayer`), writing only
-the methods they change. A :class:`~bridge_store.stores.StoreStack` applies its list
+the methods they change. A :class:`~bridge_store.stack.stores.StoreStack` applies its list
 of layers in order, bottom first, like Starlette's middleware.
 
 Every pass-through method hands back the inner substore's own coroutine, unawaited:
 a layer costs a call it does not change one plain function call, and no coroutine
 frame of its own. Each wrapper keeps what it wraps as ``inner``, so what lies beneath
 the layers (a backend's own substore and the optional features it implements, see
-:mod:`bridge_store.features`) is found by :func:`beneath`, with no second view of the
+:mod:`bridge_store.backend.features`) is found by :func:`beneath`, with no second view of the
 stores to keep.
 """
 
@@ -22,7 +22,7 @@ import builtins
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
-from .substores import (
+from ..backend.substores import (
     AgentPosition,
     AgentStore,
     BlobRef,
@@ -31,7 +31,7 @@ from .substores import (
     RunPosition,
     RunStore,
 )
-from .types import Document
+from ..types import Document
 
 S = TypeVar("S")
 
@@ -196,7 +196,7 @@ SUBSTORE_LAYERS = (AgentsLayer, RunsLayer, RunEventsLayer, CheckpointsLayer)
 
 def beneath(substore: S) -> S:
     """The substore beneath every layer wrapped around ``substore``: the backend's own,
-    where its optional features (:mod:`bridge_store.features`) are."""
+    where its optional features (:mod:`bridge_store.backend.features`) are."""
     found: object = substore
     while isinstance(found, SUBSTORE_LAYERS):
         found = found.inner

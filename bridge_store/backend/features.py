@@ -1,4 +1,4 @@
-"""What a backend may implement besides :mod:`bridge_store.substores`: each optional
+"""What a backend may implement besides :mod:`bridge_store.backend.substores`: each optional
 feature is a small protocol, checked with ``isinstance`` where it is used.
 
 A backend without one still serves every call; what the feature adds is named with
@@ -14,8 +14,8 @@ On a substore (each checks that it covers the agents and runs substores it is as
 about, so a mix of backends falls back to scanning):
 
 - :class:`SearchIndex` (run events): the viewer's search narrowed by an index.
-- :class:`~bridge_store.history.RunHistory` (runs): the run list across agents.
-- :class:`~bridge_store.statistics.RunStatistics` (runs): the overview's counts.
+- :class:`~bridge_store.backend.history.RunHistory` (runs): the run list across agents.
+- :class:`~bridge_store.backend.statistics.RunStatistics` (runs): the overview's counts.
 """
 
 from __future__ import annotations

@@ -1,0 +1,2 @@
+"""The store stack: which backend serves which substore (:mod:`.stores`), opened
+together and wrapped in the server's layers (:mod:`.layers`)."""
