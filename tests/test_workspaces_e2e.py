@@ -1,7 +1,7 @@
-"""Two checkouts of one repository are one workspace, through the real bridge.
+"""Checkouts of one repository are one workspace, through the real bridge.
 
-Alice's and Bob's clones of one bare repository sit at different paths; a third clone
-is of another repository. Each launches the real bridge (offline stand-in for the
+Alice's, Bob's and CI's clones of one bare repository sit at different paths; a fourth
+clone is of another repository. Each launches the real bridge (offline stand-in for the
 Cursor API) on one shared store server, in the same sub directory of its checkout.
 Bob's bridge lists Alice's agent in his own checkout's path, reads and observes its
 run, continues it, archives and deletes it; the third clone's bridge sees nothing.
@@ -68,12 +68,13 @@ def shared_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Se
         yield server
 
 
-def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_none(
+def test_three_checkouts_of_one_repository_share_agents_another_repository_sees_none(
     shared_server: ServerProcess, cursor_api: CursorApiStub, tmp_path: Path
 ) -> None:
     app = bare_repository(tmp_path / "remotes" / "app.git")
     alice_root = clone(app, tmp_path / "alice" / "src" / "app")
     bob_root = clone(app, tmp_path / "bob" / "work" / "app-checkout")
+    ci_root = clone(app, tmp_path / "builds" / "org" / "app")
     other_root = clone(bare_repository(tmp_path / "remotes" / "other.git"), tmp_path / "carol")
     home = tmp_path / "home"
     home.mkdir()
@@ -92,6 +93,7 @@ def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_no
     with (
         start("alice", alice_root) as alice,
         start("bob", bob_root) as bob,
+        start("ci", ci_root) as ci,
         start("carol", other_root) as carol,
     ):
         assert alice.checkout is not None
@@ -136,6 +138,11 @@ def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_no
         )
         runs = list(alice.client.agents.list_runs(made.agent_id))
         assert len(runs) == 2
+        # The third checkout of the repository sees the agent in its own path, with
+        # both runs: Alice's and Bob's.
+        listed = list(ci.client.agents.list().auto_paging_iter())
+        assert [(a.agent_id, a.cwd) for a in listed] == [(made.agent_id, str(ci_root / "src"))]
+        assert len(list(ci.client.agents.list_runs(made.agent_id))) == 2
         stored = server.call("agents", "get", {"agentId": made.agent_id})
         assert stored["cwd"] == str(bob_root / "src")
         assert alice.client.agents.get(made.agent_id).cwd == str(alice_root / "src")
@@ -147,12 +154,21 @@ def test_two_checkouts_of_one_repository_share_agents_a_third_repository_sees_no
         assert list(alice.client.agents.list().auto_paging_iter()) == []
         assert server.call("agents", "get", {"agentId": made.agent_id}) is None
         assert list(carol.client.agents.list().auto_paging_iter()) == []
-        pids = alice.pids + bob.pids + carol.pids
+        assert list(ci.client.agents.list().auto_paging_iter()) == []
+        pids = alice.pids + bob.pids + ci.pids + carol.pids
     assert still_running(pids) == []
 
 
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("sqlite"),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
 def test_two_sidecars_on_one_store_share_a_workspace(
-    cursor_api: CursorApiStub, tmp_path: Path
+    kind: str, request: pytest.FixtureRequest, cursor_api: CursorApiStub, tmp_path: Path
 ) -> None:
     app = bare_repository(tmp_path / "remotes" / "app.git")
     alice_root = clone(app, tmp_path / "alice" / "app")
@@ -160,10 +176,10 @@ def test_two_sidecars_on_one_store_share_a_workspace(
     home = tmp_path / "home"
     home.mkdir()
     env = {"CURSOR_BACKEND_URL": cursor_api.url, "HOME": str(home)}
-    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    [_, store] = serve_arguments(kind, request, tmp_path)
 
     def start(name: str, root: Path) -> Session:
-        # launch() with no store URL: each starts its own store server on the file.
+        # launch() with no store URL: each starts its own store server on the backend.
         return launch(store, workspace=root / "src", state_root=tmp_path / f"state-{name}", env=env)
 
     with start("alice", alice_root) as alice, start("bob", bob_root) as bob:
