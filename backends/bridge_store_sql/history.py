@@ -178,9 +178,11 @@ class HistoryRuns(SqlRuns):
 
         return await self._history_db.read(work, what="runs.shares")
 
-    async def agent_shares(self, tenant: str, spans: Sequence[Span]) -> list[Share]:
+    async def agent_shares(
+        self, tenant: str, spans: Sequence[Span], *, agents_from: int | None = None
+    ) -> list[Share]:
         def work(conn: Session) -> list[Share]:
-            return shares.agent_shares(conn, tenant, spans)
+            return shares.agent_shares(conn, tenant, spans, agents_from=agents_from)
 
         return await self._history_db.read(work, what="runs.shares")
 

@@ -11,7 +11,6 @@ int reaches the caller.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,7 +74,11 @@ def day_totals(session: Session, tenant: str, first_day: int, end_day: int) -> l
     ]
 
 
-def agent_shares(session: Session, tenant: str, spans: Sequence[Span]) -> list[Share]:
+def agent_shares(
+    session: Session, tenant: str, spans: Sequence[Span], *, agents_from: int | None = None
+) -> list[Share]:
+    """``RunShares.agent_shares``: one range of the primary key, or with ``agents_from``
+    two (the days from it; the days before it, of the agents the first range holds)."""
     if not spans:
         return []
     a = run_agent_days
@@ -87,32 +90,60 @@ def agent_shares(session: Session, tenant: str, spans: Sequence[Span]) -> list[S
         columns += [sa.cast(a.c[name], sa.Text) for name in SHARE_TOKEN_COLUMNS]
     else:
         columns += [a.c[name] for name in SHARE_TOKEN_COLUMNS]
-    query = sa.select(a.c.day, a.c.model_key, a.c.agent_id, *columns).where(
-        a.c.tenant == tenant,
-        a.c.day >= min(first for first, _ in spans),
-        a.c.day < max(end for _, end in spans),
+    first, end = min(first for first, _ in spans), max(end for _, end in spans)
+    selected = [a.c.day, a.c.model_key, a.c.agent_id, *columns]
+    query: sa.Select[Any] | sa.CompoundSelect[Any] = sa.select(*selected).where(
+        a.c.tenant == tenant, a.c.day >= first, a.c.day < end
     )
+    if agents_from is not None and first < agents_from < end:
+        # The month before's rows of the month's agents only: an agent's runs are nearly
+        # always on one day, so this is a few rows rather than half of them (over a store
+        # of a million runs a year, 24,000 rows instead of 48,000; the database checks
+        # each day's agent against a set of the month's, in a hash on Postgres and a
+        # temporary index on SQLite).
+        later = sa.select(a.c.agent_id).where(
+            a.c.tenant == tenant, a.c.day >= agents_from, a.c.day < end
+        )
+        query = sa.union_all(
+            sa.select(*selected).where(a.c.tenant == tenant, a.c.day >= agents_from, a.c.day < end),
+            sa.select(*selected).where(
+                a.c.tenant == tenant,
+                a.c.day >= first,
+                a.c.day < agents_from,
+                a.c.agent_id.in_(later),
+            ),
+        )
     # The rows as stored, one per (day, agent, model), summed per span here: an agent's
     # runs are nearly always on one day, so nearly every row is a share already, and
     # the database would sort every row to group them (over a month's agents of a store
     # of a million runs a year, 49,000 rows: 85 ms read, 210 ms read and grouped).
-    starts = [first for first, _ in spans]
-    found: dict[tuple[int, str, str], list[int]] = {}
-    # The columns are NOT NULL: int() of each (a float past 2^63 on SQLite, the digits
-    # of a NUMERIC on Postgres) is exact.
-    for day, model, agent, runs, failed, *tokens in session.execute(query):
-        at = bisect_right(starts, day) - 1
-        if at < 0 or day >= spans[at][1]:
-            continue  # a day between two spans that do not meet
-        key = (at, model, agent)
+    # Each day's span (a day between two spans that do not meet has none).
+    span_of = {day: at for at, (first, end) in enumerate(spans) for day in range(first, end)}
+    # A row's sums as read (ints on SQLite, digits on Postgres), made ints when its share
+    # is made: nearly every key has one row, and only a second row of a key is added up.
+    found: dict[tuple[int, str, str], Sequence[Any]] = {}
+    for row in session.execute(query):
+        at = span_of.get(row[0])
+        if at is None:
+            continue
+        key = (at, row[1], row[2])
         cell = found.get(key)
+        # The columns are NOT NULL: int() of each (a float past 2^63 on SQLite, the
+        # digits of a NUMERIC on Postgres) is exact.
         if cell is None:
-            found[key] = [int(runs), int(failed), *map(int, tokens)]
+            found[key] = row
         else:
-            for n, value in enumerate((runs, failed, *tokens)):
-                cell[n] += int(value)
+            sums = [int(was) + int(value) for was, value in zip(cell[3:], row[3:], strict=True)]
+            found[key] = [*row[:3], *sums]
     return [
-        Share(at, _who(model), agent, c[0], c[1], (c[2], c[3], c[4], c[5]))
+        Share(
+            at,
+            _who(model),
+            agent,
+            int(c[3]),
+            int(c[4]),
+            (int(c[5]), int(c[6]), int(c[7]), int(c[8])),
+        )
         for (at, model, agent), c in found.items()
     ]
 

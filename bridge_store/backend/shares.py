@@ -69,8 +69,15 @@ class RunShares(Protocol):
         each once, in any order."""
         ...
 
-    async def agent_shares(self, tenant: str, spans: Sequence[Span]) -> list[Share]:
-        """Per (index of the span, model, agent) of ``tenant``'s runs in each span."""
+    async def agent_shares(
+        self, tenant: str, spans: Sequence[Span], *, agents_from: int | None = None
+    ) -> list[Share]:
+        """Per (index of the span, model, agent) of ``tenant``'s runs in each span.
+
+        With ``agents_from`` (a day on which a span starts), the spans before that day
+        give only the shares of agents that have one from that day on: the by-agent
+        table ranks the agents of the later spans and shows each one's figures of the
+        earlier ones beside them, so the others' shares would be read for nothing."""
         ...
 
     async def tenant_shares(self, first_day: int, end_day: int) -> list[tuple[str, Share]]:

@@ -173,30 +173,97 @@ def by_agent(
     prices: PriceTable | None,
 ) -> Document:
     """Agents costliest first; each agent share is priced on its span's first day
-    (each span has one price per model)."""
-    now, before = _agent_figures(agent_shares, cut, window, prices)
-    rows, others = _rows(
-        now, before, prices is not None, lambda agent: {"agentId": agent}, TOP_AGENTS
+    (each span has one price per model).
+
+    What :func:`_rows` of :func:`grouped` agents gives, made from the plain sums of
+    :func:`_agent_cells`: a month's overview of a store of a million runs a year has
+    8,000 agents, of which 20 are shown; the rest are added up as sums, and Figures
+    are made for the shown rows and the "others" row only.
+    """
+    now, before = _agent_cells(agent_shares, cut, window, prices)
+    priced = prices is not None
+    # Costliest first, then most tokens, most runs (Figures.sort_key); ties keep the
+    # order the agents were first met in, as a stable sort does.
+    order = sorted(
+        now,
+        key=lambda who: _cell_key(now[who], priced),
+        reverse=True,
     )
+    shown, rest = order[:TOP_AGENTS], order[TOP_AGENTS:]
+    rows = [
+        _row(
+            _cell_figures(now[who], priced),
+            _cell_figures(before[who], priced) if who in before else None,
+            priced,
+            {"agentId": who},
+        )
+        for who in shown
+    ]
+    others = None
+    if rest:
+        rest_now = _cells_sum([now[who] for who in rest], priced)
+        rest_before = _cells_sum([before[who] for who in rest if who in before], priced)
+        others = {**_row(rest_now, rest_before, priced, {}), "count": len(rest)}
     return {"rows": rows, "others": others, "agents": len(now)}
 
 
-def _agent_figures(
+#: An agent's sums in a window: runs, failed, 4 token sums, cost (None: none priced),
+#: unpriced runs, 4 unpriced token sums, and the unpriced models.
+_Cell = list[Any]
+
+
+def _cell_key(cell: _Cell, priced: bool) -> tuple[int, int, int]:
+    """``Figures.sort_key`` of the cell's figures."""
+    cost = cell[6] if priced else None
+    return (cost or 0, cell[2] + cell[3] + cell[4] + cell[5], cell[0])
+
+
+def _cell_figures(cell: _Cell, priced: bool) -> Figures:
+    return Figures(
+        cell[0],
+        cell[1],
+        (cell[2], cell[3], cell[4], cell[5]),
+        cell[6] if priced else None,
+        cell[7],
+        (cell[8], cell[9], cell[10], cell[11]),
+        cell[12],
+    )
+
+
+def _cells_sum(cells: Iterable[_Cell], priced: bool) -> Figures:
+    """The cells' figures merged (``Figures.merge`` of each, from an empty one)."""
+    sums = [0] * 12
+    cost: int | None = None
+    models: set[str | None] = set()
+    for cell in cells:
+        for n in (0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11):
+            sums[n] += cell[n]
+        if priced and cell[6] is not None:
+            cost = cell[6] if cost is None else cost + cell[6]
+        models |= cell[12]
+    return Figures(
+        sums[0],
+        sums[1],
+        (sums[2], sums[3], sums[4], sums[5]),
+        cost,
+        sums[7],
+        (sums[8], sums[9], sums[10], sums[11]),
+        models,
+    )
+
+
+def _agent_cells(
     agent_shares: Sequence[Share], cut: Sequence[Span], window: Window, prices: PriceTable | None
-) -> tuple[dict[str | None, Figures], dict[str | None, Figures]]:
-    """Each agent's figures in ``window`` and in the window before: what
-    :func:`with_costs` and :func:`grouped` give, in one pass. A month's overview over a
-    store of a million runs a year has tens of thousands of agent shares; each is
-    looked at once, its sums added to plain lists and the Figures made once per agent.
+) -> tuple[dict[str | None, _Cell], dict[str | None, _Cell]]:
+    """Each agent's sums in ``window`` and in the window before: what
+    :func:`with_costs` and :func:`grouped` give, in one pass. Each share is looked at
+    once, its sums added to plain lists.
     """
     previous = window.before()
     # Per span: which window it lies in (0 now, 1 before, None neither).
     side = [0 if window.holds(first) else 1 if previous.holds(first) else None for first, _ in cut]
     known: dict[tuple[str | None, int], tuple[int, int, int, int] | None] = {}
-    # Per window, per agent: runs, failed, 4 token sums, cost (None: none priced),
-    # unpriced runs, 4 unpriced token sums, and the unpriced models.
-    cells: tuple[dict[str | None, list[Any]], dict[str | None, list[Any]]] = ({}, {})
-    priced = prices is not None
+    cells: tuple[dict[str | None, _Cell], dict[str | None, _Cell]] = ({}, {})
     for share in agent_shares:
         where = side[share.at]
         if where is None:
@@ -233,19 +300,7 @@ def _agent_figures(
             + tokens[3] * price[3]
         )
         cell[6] = cost if cell[6] is None else cell[6] + cost
-    figures: tuple[dict[str | None, Figures], dict[str | None, Figures]] = ({}, {})
-    for found, made in zip(cells, figures, strict=True):
-        for who, cell in found.items():
-            made[who] = Figures(
-                cell[0],
-                cell[1],
-                (cell[2], cell[3], cell[4], cell[5]),
-                cell[6] if priced else None,
-                cell[7],
-                (cell[8], cell[9], cell[10], cell[11]),
-                cell[12],
-            )
-    return figures
+    return cells
 
 
 def totals(

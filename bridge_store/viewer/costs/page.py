@@ -86,7 +86,8 @@ async def read(
         # database answers one while this process turns another's rows into figures.
         day_shares, agent_shares, counts = await asyncio.gather(
             index.day_shares(tenant, earliest, today + 1),
-            index.agent_shares(tenant, cut),
+            # Only the agents the table ranks (those of the selected window).
+            index.agent_shares(tenant, cut, agents_from=Window(today, days).first),
             statistics.counts(tenant, since=counted[0] * DAY_MS, until=counted[1] * DAY_MS),
         )
         return Read(counts, day_shares, agent_shares, "index")
