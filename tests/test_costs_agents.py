@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
+from bridge_store.backend.plugins import get_plugin_manager
+from bridge_store.backend.shares import RunShares, Share, run_shares
+from bridge_store.backend.statistics import DAY_MS
 from bridge_store.conformance.harness import StoreClient, run
-from bridge_store.plugins import get_plugin_manager
 from bridge_store.pricing.book import PriceBook
 from bridge_store.pricing.table import PriceTable
 from bridge_store.security.auth import Principal, Scope
-from bridge_store.shares import RunShares, Share, run_shares
-from bridge_store.statistics import DAY_MS
-from bridge_store.stores import OpenStores, Routes, open_stores
+from bridge_store.stack.stores import OpenStores, Routes, open_stores
 from bridge_store.types import Document
 from bridge_store.viewer.costs.breakdown import (
     TOP_AGENTS,
