@@ -330,6 +330,24 @@ def test_a_workspace_never_crosses_a_tenant_and_a_bad_segment_is_invalid_argumen
         assert httpx.post(base + "/w/x/elsewhere", json={}).status_code == 404
 
 
+def test_a_method_or_input_of_any_json_type_is_refused_through_a_workspace_url() -> None:
+    """A list as the method raised TypeError in the translation (answered ``internal``,
+    found by tests/test_fuzz.py): every such call is the contract's ``invalid_argument``,
+    with a checkout and without."""
+    config = ServerConfig(routes=Routes.single("memory://"), tokens=registry())
+    with running(create_app(config)) as base:
+        for url in (base + "/", segment.store_url(base + "/", BOB)):
+            for method, data in (([], {}), ({}, {}), (1, {}), ("list", []), ("get", "x")):
+                response = httpx.post(
+                    url.rstrip("/") + CALL_STORE_PATH,
+                    json={"substore": "agents", "method": method, "input": data},
+                    headers={"authorization": f"Bearer {TOKENS['bob']}"},
+                    timeout=10,
+                )
+                assert response.status_code == 400, (url, method, data, response.text)
+                assert response.json()["code"] == "invalid_argument"
+
+
 async def test_ten_thousand_agents_in_one_workspace_page_into_another_checkout() -> None:
     server = BridgeStoreServer(ServerConfig(routes=Routes.single("memory://"), auth_token="t"))
     alice = Principal(name="alice", tenant="default", scope=Scope.WRITE)

@@ -31,8 +31,12 @@ _DOCUMENT_ANSWERS = frozenset({"get", "create", "update"})
 
 
 def inbound(checkout: Checkout | None, substore: Any, method: Any, data: Any) -> Any:
-    """A call's input with each ``cwd`` as the store keeps it."""
-    if substore != "agents" or not isinstance(data, dict) or checkout is AS_STORED:
+    """A call's input with each ``cwd`` as the store keeps it. Anything but an agents
+    call by a method name (a list or a number as the method, which the contract's
+    checks then refuse) passes untouched."""
+    if substore != "agents" or not isinstance(method, str) or checkout is AS_STORED:
+        return data
+    if not isinstance(data, dict):
         return data
     if method in _WRITES:
         agent = data.get("agent")
@@ -47,7 +51,9 @@ def inbound(checkout: Checkout | None, substore: Any, method: Any, data: Any) ->
 
 def outbound(checkout: Checkout | None, substore: Any, method: Any, output: Any) -> Any:
     """A call's output with each ``cwd`` as the calling bridge's checkout has it."""
-    if substore != "agents" or not isinstance(output, dict) or checkout is AS_STORED:
+    if substore != "agents" or not isinstance(method, str) or checkout is AS_STORED:
+        return output
+    if not isinstance(output, dict):
         return output
     if method in _DOCUMENT_ANSWERS:
         return agent_out(checkout, output)
