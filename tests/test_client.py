@@ -287,6 +287,9 @@ def test_store_check_takes_the_viewer_s_address_for_the_server_s(memory_store: S
 
 
 def fake_launch(fake: FakeBridge, mode: str = "ready", **options: Any) -> Session:
+    # A directory that is no git checkout: the suite's own checkout (a CI clone has an
+    # origin) would give the bridge a workspace URL, which these tests do not look at.
+    options.setdefault("workspace", fake.directory)
     return launch(
         command_store(options), bridge_command=fake.command, env=fake.env(mode), **options
     )
