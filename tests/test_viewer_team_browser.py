@@ -141,7 +141,7 @@ def test_runs_of_every_agent_filtered_sorted_paged_and_linked(page: Page) -> Non
     assert "status=finished" in page.url
     page.get_by_label("Status").select_option("")
     page.get_by_label("Started by").fill("a-writer")
-    page.get_by_label("Workspace").fill("/src/docs")
+    page.get_by_label("Directory").fill("/src/docs")
     page.get_by_role("button", name="Filter").click()
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("write docs")
