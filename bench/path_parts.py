@@ -26,6 +26,7 @@ from bridge_store.server import app as app_module
 from bridge_store.server.config import ServerConfig
 from bridge_store.stack.stores import Routes
 from bridge_store.types import Answer
+from bridge_store.workspaces.paths import Checkout
 
 #: Each part, and what its measurement leaves out.
 PARTS = {
@@ -114,5 +115,6 @@ async def _answer_at_once(
     substore: Any,
     method: Any,
     data: Any,
+    checkout: Checkout | None = None,
 ) -> Answer:
     return None, False
